@@ -1,0 +1,152 @@
+package schema
+
+import (
+	"time"
+
+	"cuelang.org/go/cue"
+
+	version "github.com/hashicorp/go-version"
+	"github.com/robfig/cron/v3"
+)
+
+// cronParser accepts the five-field cron lines of crontab(5) and the
+// @daily-style descriptors.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// policyRank orders policies from narrowest to widest.
+var policyRank = map[string]int{
+	"read_only":          0,
+	"workspace_write":    1,
+	"trusted_local":      2,
+	"danger_full_access": 3,
+}
+
+// PolicyWider reports whether policy a grants more than policy b.
+func PolicyWider(a, b string) bool { return policyRank[a] > policyRank[b] }
+
+// check runs the rules that need more than one resource or more than CUE can
+// say: references, scopes, versions, schedules.
+func (l *loader) check(cfg *Config) {
+	for _, name := range sortedKeys(cfg.Providers) {
+		p := cfg.Providers[name]
+		if _, err := version.NewConstraint(p.Version); err != nil {
+			l.addAt(at("providers", name, "version"), CodeInvalidValue, "version constraint %q: %v", p.Version, err)
+		}
+	}
+	for _, name := range sortedKeys(cfg.Images) {
+		for i, layer := range cfg.Images[name].Layers {
+			for j, s := range layer.Skills {
+				if cfg.Skills[s] == nil {
+					l.addAt(at("images", name, "layers", i, "skills", j), CodeDanglingReference, "no skill %q", s)
+				}
+			}
+			if layer.Files != "" {
+				if err := checkRelative(layer.Files); err != nil {
+					l.addAt(at("images", name, "layers", i, "files"), CodeInvalidValue, "%v", err)
+				}
+			}
+		}
+	}
+	for _, name := range sortedKeys(cfg.Workspaces) {
+		l.checkWorkspace(cfg, name, cfg.Workspaces[name])
+	}
+	for _, name := range sortedKeys(cfg.Connections) {
+		c := cfg.Connections[name]
+		if cfg.Workspaces[c.Workspace] == nil {
+			l.addAt(at("connections", name, "workspace"), CodeDanglingReference, "no workspace %q", c.Workspace)
+		}
+		if cfg.Providers[c.Provider] == nil {
+			l.addAt(at("connections", name, "provider"), CodeDanglingReference, "no provider %q", c.Provider)
+		}
+	}
+	for _, name := range sortedKeys(cfg.Skills) {
+		s := cfg.Skills[name]
+		if _, err := version.NewSemver(s.Version); err != nil {
+			l.addAt(at("skills", name, "version"), CodeInvalidValue, "version %q is not a semantic version: %v", s.Version, err)
+		}
+	}
+	for _, name := range sortedKeys(cfg.Jobs) {
+		l.checkJob(cfg, name, cfg.Jobs[name])
+	}
+	for _, name := range sortedKeys(cfg.Preservations) {
+		p := cfg.Preservations[name]
+		if cfg.Workspaces[p.Workspace] == nil {
+			l.addAt(at("preservations", name, "workspace"), CodeDanglingReference, "no workspace %q", p.Workspace)
+		}
+	}
+}
+
+func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {
+	switch {
+	case w.Kind == "personal" && w.Owner == "":
+		l.addAt(at("workspaces", name, "kind"), CodeOwnerRequired, "a personal workspace needs an owner")
+	case w.Kind == "team" && w.Owner != "":
+		l.addAt(at("workspaces", name, "owner"), CodeOwnerRequired, "only a personal workspace has an owner; a team workspace belongs to its team")
+	}
+	if w.Image != "" && cfg.Images[w.Image] == nil {
+		l.addAt(at("workspaces", name, "image"), CodeDanglingReference, "no image %q", w.Image)
+	}
+	for i, s := range w.Skills {
+		l.checkSkillUse(cfg, w, s, at("workspaces", name, "skills", i))
+	}
+}
+
+// checkSkillUse checks that workspace w may use skill s: a team skill belongs
+// to w's team; a personal skill to the owner of a personal workspace.
+func (l *loader) checkSkillUse(cfg *Config, w *Workspace, s string, sel []cue.Selector) {
+	sk := cfg.Skills[s]
+	switch {
+	case sk == nil:
+		l.addAt(sel, CodeDanglingReference, "no skill %q", s)
+	case sk.Scope == "team" && sk.Owner != w.Team:
+		l.addAt(sel, CodeSkillScope, "team skill %q belongs to team %q, not to this workspace's team %q", s, sk.Owner, w.Team)
+	case sk.Scope == "personal" && w.Kind != "personal":
+		l.addAt(sel, CodeSkillScope, "personal skill %q cannot be used in team workspace", s)
+	case sk.Scope == "personal" && sk.Owner != w.Owner:
+		l.addAt(sel, CodeSkillScope, "personal skill %q belongs to %q, not to this workspace's owner %q", s, sk.Owner, w.Owner)
+	}
+}
+
+func (l *loader) checkJob(cfg *Config, name string, j *Job) {
+	w := cfg.Workspaces[j.Workspace]
+	if w == nil {
+		l.addAt(at("jobs", name, "workspace"), CodeDanglingReference, "no workspace %q", j.Workspace)
+	}
+	c := cfg.Connections[j.Connection]
+	switch {
+	case c == nil:
+		l.addAt(at("jobs", name, "connection"), CodeDanglingReference, "no connection %q", j.Connection)
+	case w == nil:
+	case c.Workspace != j.Workspace:
+		l.addAt(at("jobs", name, "connection"), CodeWrongWorkspace,
+			"connection %q belongs to workspace %q, not to the job's workspace %q", j.Connection, c.Workspace, j.Workspace)
+	case c.Scope == "personal" && w.Kind == "team":
+		l.addAt(at("jobs", name, "connection"), CodePersonalOnTeam,
+			"personal connection %q (owner %s) cannot run jobs of team workspace %q", j.Connection, c.Owner, j.Workspace)
+	}
+	if j.Skill != "" && w != nil {
+		l.checkSkillUse(cfg, w, j.Skill, at("jobs", name, "skill"))
+	}
+	if j.Policy != "" && w != nil && PolicyWider(j.Policy, w.Policy) {
+		l.addAt(at("jobs", name, "policy"), CodePolicyWidening,
+			"job policy %s is wider than workspace %q's policy %s", j.Policy, j.Workspace, w.Policy)
+	}
+	s := j.Schedule
+	switch {
+	case s.Cron != "":
+		if _, err := cronParser.Parse(s.Cron); err != nil {
+			l.addAt(at("jobs", name, "schedule", "cron"), CodeInvalidValue, "cron %q: %v", s.Cron, err)
+		}
+		if _, err := time.LoadLocation(s.Timezone); err != nil || s.Timezone == "" || s.Timezone == "Local" {
+			l.addAt(at("jobs", name, "schedule", "timezone"), CodeInvalidValue, "unknown time zone %q (use an IANA name such as Europe/Berlin or UTC)", s.Timezone)
+		}
+	case s.Every != "":
+		if d, err := time.ParseDuration(s.Every); err != nil || d < time.Minute {
+			l.addAt(at("jobs", name, "schedule", "every"), CodeInvalidValue, "interval %q must be a duration of at least 1m", s.Every)
+		}
+	case s.At != "":
+		if _, err := time.Parse(time.RFC3339, s.At); err != nil {
+			l.addAt(at("jobs", name, "schedule", "at"), CodeInvalidValue, "time %q must be RFC 3339, such as 2026-12-01T09:00:00Z", s.At)
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The fast path.
+//
+// Unifying a large config with #Config costs CUE about twice the evaluation
+// of the config itself. Most configs are plain data, so Load first evaluates
+// the user's package alone, exports it to JSON and checks that JSON against
+// the rules below, which mirror schema.cue. A check that is not certain
+// declines, and Load then does the full CUE unification, which stays the
+// authority for every verdict and every error message. Soundness rule: a
+// value accepted here must be accepted by #Config with the same result
+// (TestFastPathAgreesWithCUE and FuzzFastPath hold the two together).
+
+var (
+	reName      = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+	reAbsPath   = regexp.MustCompile(`^/`)
+	reSecretRef = regexp.MustCompile(`^(env:[A-Za-z_][A-Za-z0-9_]*|file:.+|keychain:.+)$`)
+	reEnvUpper  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	reEnvAny    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	reOCILayout = regexp.MustCompile(`^oci-layout:.+$`)
+	reDigestRef = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+	reMemory    = regexp.MustCompile(`^[0-9]+(Ki|Mi|Gi)?$`)
+	reCredHome  = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+	reSemver    = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$`)
+	reEvery     = regexp.MustCompile(`^([0-9]+(ms|s|m|h))+$`)
+	reAt        = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T`)
+	reSHA256    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// rule checks one JSON value (decoded with UseNumber) and reports false when
+// it is not certain that #Config accepts it.
+type rule func(v any) bool
+
+type field struct {
+	name     string
+	required bool
+	rule     rule
+}
+
+func req(name string, r rule) field { return field{name, true, r} }
+func opt(name string, r rule) field { return field{name, false, r} }
+
+// object is a closed struct: only the listed fields, required ones present.
+// A field with a default in schema.cue is opt here: absent means default.
+func object(fields ...field) rule {
+	return func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		seen := 0
+		for _, f := range fields {
+			x, ok := m[f.name]
+			if !ok {
+				if f.required {
+					return false
+				}
+				continue
+			}
+			seen++
+			if !f.rule(x) {
+				return false
+			}
+		}
+		return seen == len(m)
+	}
+}
+
+// mapOf is a struct with a pattern constraint on every label.
+func mapOf(key *regexp.Regexp, elem rule) rule {
+	return func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, x := range m {
+			if key != nil && !key.MatchString(k) {
+				return false
+			}
+			if !elem(x) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// listOf is a list of at least min elements.
+func listOf(min int, elem rule) rule {
+	return func(v any) bool {
+		l, ok := v.([]any)
+		if !ok || len(l) < min {
+			return false
+		}
+		for _, x := range l {
+			if !elem(x) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// oneOf is a disjunction of closed structs: exactly one must match, else CUE
+// would find the value ambiguous or wrong.
+func oneOf(rules ...rule) rule {
+	return func(v any) bool {
+		n := 0
+		for _, r := range rules {
+			if r(v) {
+				n++
+			}
+		}
+		return n == 1
+	}
+}
+
+func str(v any) bool { _, ok := v.(string); return ok }
+
+func nonEmpty(v any) bool { s, ok := v.(string); return ok && s != "" }
+
+func boolean(v any) bool { _, ok := v.(bool); return ok }
+
+func match(res ...*regexp.Regexp) rule {
+	return func(v any) bool {
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		for _, re := range res {
+			if re.MatchString(s) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func enum(vals ...string) rule {
+	return func(v any) bool {
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		for _, x := range vals {
+			if s == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// integer accepts an integer literal in [min, max].
+func integer(min, max int64) rule {
+	return func(v any) bool {
+		n, ok := v.(json.Number)
+		if !ok || strings.ContainsAny(string(n), ".eE") {
+			return false
+		}
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		return err == nil && i >= min && i <= max
+	}
+}
+
+// number accepts any number in (min, max].
+func number(minExclusive, max float64) rule {
+	return func(v any) bool {
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		f, err := n.Float64()
+		return err == nil && f > minExclusive && f <= max
+	}
+}
+
+var (
+	name      = match(reName)
+	absPath   = match(reAbsPath)
+	policy    = enum("read_only", "workspace_write", "trusted_local", "danger_full_access")
+	stringMap = mapOf(nil, str)
+)
+
+var configRule = object(
+	opt("providers", mapOf(reName, object(
+		req("kind", enum("codex-app-server", "claude-code", "opencode", "acp")),
+		opt("status", enum("disabled", "enabled")),
+		req("version", str),
+		req("command", listOf(1, str)),
+		opt("capabilities", listOf(0, str)),
+		opt("feature", str),
+		opt("env", mapOf(reEnvUpper, str)),
+	))),
+	opt("images", mapOf(reName, object(
+		req("platforms", listOf(1, enum("linux/arm64", "linux/amd64"))),
+		req("base", func(v any) bool { return enum("scratch")(v) || match(reOCILayout, reDigestRef)(v) }),
+		opt("layers", listOf(0, oneOf(
+			object(req("files", str), req("dest", absPath)),
+			object(req("go", str), req("dest", absPath)),
+			object(req("skills", listOf(1, name)), req("dest", absPath)),
+		))),
+		opt("entrypoint", listOf(0, str)),
+		opt("cmd", listOf(0, str)),
+		opt("env", mapOf(reEnvAny, str)),
+		opt("workdir", absPath),
+		opt("user", str),
+		opt("labels", stringMap),
+		opt("output", str),
+	))),
+	opt("workspaces", mapOf(reName, object(
+		req("team", name),
+		req("kind", enum("team", "personal")),
+		opt("owner", name),
+		opt("image", name),
+		req("policy", policy),
+		req("chatReset", enum("never", "manual", "per_run")),
+		opt("members", mapOf(reName, enum("admin", "member"))),
+		req("limits", object(
+			req("memory", match(reMemory)),
+			req("cpu", number(0, 1024)),
+			req("pids", integer(1, 1048576)),
+		)),
+		opt("skills", listOf(0, name)),
+		req("network", object(req("egress", enum("none", "full")))),
+	))),
+	opt("connections", mapOf(reName, object(
+		req("owner", name),
+		req("scope", enum("personal", "team")),
+		req("workspace", name),
+		req("provider", name),
+		req("billing", enum("subscription", "api")),
+		req("credentialHome", match(reCredHome)),
+		opt("secret", match(reSecretRef)),
+		req("generation", integer(1, 1<<62)),
+	))),
+	opt("skills", mapOf(reName, object(
+		req("path", str),
+		req("version", match(reSemver)),
+		req("scope", enum("team", "personal")),
+		req("owner", name),
+	))),
+	opt("jobs", mapOf(reName, object(
+		req("workspace", name),
+		req("connection", name),
+		req("schedule", oneOf(
+			object(req("cron", str), req("timezone", str)),
+			object(req("every", match(reEvery))),
+			object(req("at", match(reAt))),
+		)),
+		opt("conversation", str),
+		req("prompt", nonEmpty),
+		opt("skill", name),
+		opt("policy", policy),
+		opt("enabled", boolean),
+		opt("backgroundAuthority", boolean),
+		opt("concurrency", enum("skip", "queue")),
+		opt("catchUp", enum("skip", "latest")),
+	))),
+	opt("preservations", mapOf(reName, object(
+		req("source", object(req("kind", enum("legacy-runtime")), req("path", str))),
+		req("workspace", name),
+		req("export", str),
+		req("expected", object(
+			opt("counts", mapOf(nil, integer(0, 1<<62))),
+			opt("hashes", mapOf(nil, match(reSHA256))),
+		)),
+		req("chatReset", enum("preserve", "reset")),
+		opt("heldJobs", listOf(0, name)),
+	))),
+)
+
+// fastCheck reports whether the exported JSON of a plain evaluation is
+// certainly accepted by #Config.
+func fastCheck(data []byte) (bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return false, fmt.Errorf("decode exported config: %w", err)
+	}
+	return configRule(v), nil
+}

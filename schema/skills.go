@@ -1,0 +1,90 @@
+package schema
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// skillFrontmatter is the part of SKILL.md's YAML frontmatter nlx checks (the
+// Agent Skills format); other keys (license, allowed-tools, metadata, ...)
+// are allowed and ignored.
+type skillFrontmatter struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+}
+
+// loadSkills reads every skill package, records its files as inputs and fills
+// each Skill's Description and Digest.
+func (l *loader) loadSkills(cfg *Config) {
+	for _, name := range sortedKeys(cfg.Skills) {
+		s := cfg.Skills[name]
+		sel := at("skills", name, "path")
+		rel := path.Clean(filepath.ToSlash(s.Path))
+		digest, err := walkTree(l.dir, rel, &l.inputs)
+		if err != nil {
+			l.addAt(sel, CodeSkillPackage, "skill package: %v", err)
+			continue
+		}
+		l.inputs.Dirs = append(l.inputs.Dirs, rel)
+		s.Digest = digest
+		fm, err := readFrontmatter(filepath.Join(l.dir, filepath.FromSlash(rel), "SKILL.md"))
+		if err != nil {
+			l.addAt(sel, CodeSkillPackage, "skill package %s: %v", rel, err)
+			continue
+		}
+		switch {
+		case !validSkillName(fm.Name):
+			l.addAt(sel, CodeSkillPackage, "SKILL.md name %q must be 1-64 characters of a-z, 0-9 and -", fm.Name)
+		case fm.Name != path.Base(rel):
+			l.addAt(sel, CodeSkillPackage, "SKILL.md name %q does not match its directory %q", fm.Name, path.Base(rel))
+		case fm.Name != name:
+			l.addAt(sel, CodeSkillPackage, "SKILL.md name %q does not match the resource name %q", fm.Name, name)
+		}
+		if n := len([]rune(fm.Description)); n < 1 || n > 1024 {
+			l.addAt(sel, CodeSkillPackage, "SKILL.md description must be 1-1024 characters, has %d", n)
+		}
+		s.Description = fm.Description
+	}
+}
+
+func readFrontmatter(file string) (*skillFrontmatter, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read SKILL.md: %w", err)
+	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	rest, ok := bytes.CutPrefix(data, []byte("---\n"))
+	if !ok {
+		rest, ok = bytes.CutPrefix(data, []byte("---\r\n"))
+	}
+	if !ok {
+		return nil, fmt.Errorf("SKILL.md must start with YAML frontmatter between --- lines")
+	}
+	end := bytes.Index(rest, []byte("\n---"))
+	if end < 0 {
+		return nil, fmt.Errorf("SKILL.md frontmatter is not closed by a --- line")
+	}
+	var fm skillFrontmatter
+	if err := yaml.Unmarshal(rest[:end+1], &fm); err != nil {
+		return nil, fmt.Errorf("SKILL.md frontmatter: %w", err)
+	}
+	return &fm, nil
+}
+
+func validSkillName(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

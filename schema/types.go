@@ -1,0 +1,201 @@
+package schema
+
+// Kind names a resource kind as it appears at the top level of a config.
+type Kind string
+
+// The resource kinds, in dependency order: a kind may refer only to kinds
+// before it.
+const (
+	KindProvider     Kind = "provider"
+	KindImage        Kind = "image"
+	KindWorkspace    Kind = "workspace"
+	KindConnection   Kind = "connection"
+	KindSkill        Kind = "skill"
+	KindJob          Kind = "job"
+	KindPreservation Kind = "preservation"
+)
+
+// Kinds lists every kind with its dependency rank: changes are applied in
+// increasing rank and deletes in decreasing rank.
+var Kinds = []struct {
+	Kind  Kind
+	Field string // top-level config field
+	Rank  int
+}{
+	{KindProvider, "providers", 0},
+	{KindImage, "images", 0},
+	{KindWorkspace, "workspaces", 1},
+	{KindConnection, "connections", 2},
+	{KindSkill, "skills", 2},
+	{KindJob, "jobs", 3},
+	{KindPreservation, "preservations", 4},
+}
+
+// Rank returns the dependency rank of k, or -1 for an unknown kind.
+func (k Kind) Rank() int {
+	for _, e := range Kinds {
+		if e.Kind == k {
+			return e.Rank
+		}
+	}
+	return -1
+}
+
+// Field returns the top-level config field holding resources of kind k.
+func (k Kind) Field() string {
+	for _, e := range Kinds {
+		if e.Kind == k {
+			return e.Field
+		}
+	}
+	return ""
+}
+
+// Config is a validated configuration: the user's CUE package unified with
+// #Config, decoded, and cross-checked.
+type Config struct {
+	Providers     map[string]*Provider     `json:"providers,omitempty"`
+	Images        map[string]*Image        `json:"images,omitempty"`
+	Workspaces    map[string]*Workspace    `json:"workspaces,omitempty"`
+	Connections   map[string]*Connection   `json:"connections,omitempty"`
+	Skills        map[string]*Skill        `json:"skills,omitempty"`
+	Jobs          map[string]*Job          `json:"jobs,omitempty"`
+	Preservations map[string]*Preservation `json:"preservations,omitempty"`
+
+	// Inputs lists every file the config was made from, sorted by name.
+	Inputs Inputs `json:"-"`
+	// FastPath reports that Load took the fast path (fast.go); diagnostic only.
+	FastPath bool `json:"-"`
+}
+
+// Provider registers a provider program (Codex app-server, Claude Code, ...).
+type Provider struct {
+	Kind         string            `json:"kind"`
+	Status       string            `json:"status"`
+	Version      string            `json:"version"`
+	Command      []string          `json:"command"`
+	Capabilities []string          `json:"capabilities,omitempty"`
+	Feature      string            `json:"feature,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+}
+
+// Enabled reports whether the provider may run.
+func (p *Provider) Enabled() bool { return p.Status == "enabled" }
+
+// Image describes a native OCI image built for one or more platforms.
+type Image struct {
+	Platforms  []string          `json:"platforms"`
+	Base       string            `json:"base"`
+	Layers     []Layer           `json:"layers"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Cmd        []string          `json:"cmd,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Output     string            `json:"output,omitempty"`
+}
+
+// Layer is one image layer; exactly one of Files, Go and Skills is set.
+type Layer struct {
+	Files  string   `json:"files,omitempty"`
+	Go     string   `json:"go,omitempty"`
+	Skills []string `json:"skills,omitempty"`
+	Dest   string   `json:"dest"`
+}
+
+// Workspace is where a team's or a person's provider processes run.
+type Workspace struct {
+	Team      string            `json:"team"`
+	Kind      string            `json:"kind"`
+	Owner     string            `json:"owner,omitempty"`
+	Image     string            `json:"image,omitempty"`
+	Policy    string            `json:"policy"`
+	ChatReset string            `json:"chatReset"`
+	Members   map[string]string `json:"members"`
+	Limits    Limits            `json:"limits"`
+	Skills    []string          `json:"skills,omitempty"`
+	Network   Network           `json:"network"`
+}
+
+// Limits are a workspace's cgroup limits.
+type Limits struct {
+	Memory string  `json:"memory"`
+	CPU    float64 `json:"cpu"`
+	Pids   int64   `json:"pids"`
+}
+
+// Network is a workspace's network policy.
+type Network struct {
+	Egress string `json:"egress"`
+}
+
+// Connection binds an owner's credentials for one provider to a workspace.
+type Connection struct {
+	Owner          string `json:"owner"`
+	Scope          string `json:"scope"`
+	Workspace      string `json:"workspace"`
+	Provider       string `json:"provider"`
+	Billing        string `json:"billing"`
+	CredentialHome string `json:"credentialHome"`
+	Secret         string `json:"secret,omitempty"`
+	Generation     int64  `json:"generation"`
+}
+
+// Skill is a skill package in the Agent Skills format.
+type Skill struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	Scope   string `json:"scope"`
+	Owner   string `json:"owner"`
+
+	// Filled by the loader from the package directory, not from CUE.
+	Description string `json:"description"`
+	Digest      string `json:"digest"`
+}
+
+// Job is a scheduled provider run.
+type Job struct {
+	Workspace           string   `json:"workspace"`
+	Connection          string   `json:"connection"`
+	Schedule            Schedule `json:"schedule"`
+	Conversation        string   `json:"conversation,omitempty"`
+	Prompt              string   `json:"prompt"`
+	Skill               string   `json:"skill,omitempty"`
+	Policy              string   `json:"policy,omitempty"`
+	Enabled             bool     `json:"enabled"`
+	BackgroundAuthority bool     `json:"backgroundAuthority"`
+	Concurrency         string   `json:"concurrency"`
+	CatchUp             string   `json:"catchUp"`
+}
+
+// Schedule is exactly one of a cron expression with its time zone, an
+// interval, or a one-time instant.
+type Schedule struct {
+	Cron     string `json:"cron,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+	Every    string `json:"every,omitempty"`
+	At       string `json:"at,omitempty"`
+}
+
+// Preservation is a plan to migrate a legacy installation into nlx.
+type Preservation struct {
+	Source    Source   `json:"source"`
+	Workspace string   `json:"workspace"`
+	Export    string   `json:"export"`
+	Expected  Expected `json:"expected"`
+	ChatReset string   `json:"chatReset"`
+	HeldJobs  []string `json:"heldJobs,omitempty"`
+}
+
+// Source names a legacy installation.
+type Source struct {
+	Kind string `json:"kind"`
+	Path string `json:"path"`
+}
+
+// Expected are the counts and hashes an export must match.
+type Expected struct {
+	Counts map[string]int64  `json:"counts"`
+	Hashes map[string]string `json:"hashes,omitempty"`
+}
