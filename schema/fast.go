@@ -110,13 +110,25 @@ func listOf(min int, elem rule) rule {
 	}
 }
 
-// oneOf is a disjunction of closed structs: exactly one must match, else CUE
-// would find the value ambiguous or wrong.
-func oneOf(rules ...rule) rule {
+// all is a conjunction; later rules may assume earlier ones held.
+func all(rules ...rule) rule {
 	return func(v any) bool {
-		n := 0
 		for _, r := range rules {
-			if r(v) {
+			if !r(v) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// exactlyOne is matchN(1, [{a!: _}, {b!: _}, ...]) over an object.
+func exactlyOne(fields ...string) rule {
+	return func(v any) bool {
+		m := v.(map[string]any)
+		n := 0
+		for _, f := range fields {
+			if _, ok := m[f]; ok {
 				n++
 			}
 		}
@@ -204,10 +216,9 @@ var configRule = object(
 	opt("images", mapOf(reName, object(
 		req("platforms", listOf(1, enum("linux/arm64", "linux/amd64"))),
 		req("base", func(v any) bool { return enum("scratch")(v) || match(reOCILayout, reDigestRef)(v) }),
-		opt("layers", listOf(0, oneOf(
-			object(req("files", str), req("dest", absPath)),
-			object(req("go", str), req("dest", absPath)),
-			object(req("skills", listOf(1, name)), req("dest", absPath)),
+		req("layers", listOf(0, all(
+			object(opt("files", str), opt("go", str), opt("skills", listOf(1, name)), req("dest", absPath)),
+			exactlyOne("files", "go", "skills"),
 		))),
 		opt("entrypoint", listOf(0, str)),
 		opt("cmd", listOf(0, str)),
@@ -224,7 +235,7 @@ var configRule = object(
 		opt("image", name),
 		req("policy", policy),
 		req("chatReset", enum("never", "manual", "per_run")),
-		opt("members", mapOf(reName, enum("admin", "member"))),
+		req("members", mapOf(reName, enum("admin", "member"))),
 		req("limits", object(
 			req("memory", match(reMemory)),
 			req("cpu", number(0, 1024)),
@@ -252,10 +263,15 @@ var configRule = object(
 	opt("jobs", mapOf(reName, object(
 		req("workspace", name),
 		req("connection", name),
-		req("schedule", oneOf(
-			object(req("cron", str), req("timezone", str)),
-			object(req("every", match(reEvery))),
-			object(req("at", match(reAt))),
+		req("schedule", all(
+			object(opt("cron", str), opt("timezone", str), opt("every", match(reEvery)), opt("at", match(reAt))),
+			exactlyOne("cron", "every", "at"),
+			func(v any) bool { // timezone if and only if cron
+				m := v.(map[string]any)
+				_, cron := m["cron"]
+				_, tz := m["timezone"]
+				return cron == tz
+			},
 		)),
 		opt("conversation", str),
 		req("prompt", nonEmpty),
@@ -271,7 +287,7 @@ var configRule = object(
 		req("workspace", name),
 		req("export", str),
 		req("expected", object(
-			opt("counts", mapOf(nil, integer(0, 1<<62))),
+			req("counts", mapOf(nil, integer(0, 1<<62))),
 			opt("hashes", mapOf(nil, match(reSHA256))),
 		)),
 		req("chatReset", enum("preserve", "reset")),

@@ -1,0 +1,28 @@
+// Command nlx reconciles a self-hosted agent runtime host with its
+// configuration: nlx plan diffs CUE files against the host's state, nlx apply
+// carries out a saved plan.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "time/tzdata" // schedules name IANA zones; a scratch image has no zoneinfo
+
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], &IO{
+		In:          os.Stdin,
+		Out:         os.Stdout,
+		Err:         os.Stderr,
+		InTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
+		OutTerminal: term.IsTerminal(int(os.Stdout.Fd())),
+	})
+	stop()
+	os.Exit(int(code))
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/reconcile"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+type planOptions struct {
+	dir          string
+	out          string
+	output       string
+	detailedExit bool
+}
+
+func newPlanCmd(a *app) *cobra.Command {
+	opts := &planOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan [DIR]",
+		Short: "Show what applying the config in DIR would change",
+		Long: `Plan loads the CUE package in DIR (default "."), diffs it against the state and
+prints the changes. --out saves the plan for nlx apply; the saved plan binds
+the exact config bytes and the state serial it was made from.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.dir = "."
+			if len(args) == 1 {
+				opts.dir = args[0]
+			}
+			a.output = opts.output
+			return planRun(cmd.Context(), a, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.out, "out", "", "write the plan file to `FILE`")
+	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text, json or markdown")
+	cmd.Flags().BoolVar(&opts.detailedExit, "detailed-exitcode", false, "exit 2 when there are changes (0 none, 1 error)")
+	return cmd
+}
+
+func planRun(ctx context.Context, a *app, opts *planOptions) error {
+	format, err := plan.ParseFormat(opts.output)
+	if err != nil {
+		return err
+	}
+	p, err := makePlan(ctx, a, opts.dir)
+	if err != nil {
+		return err
+	}
+	if opts.out != "" {
+		if err := plan.WriteFile(opts.out, p); err != nil {
+			return err
+		}
+	} else if _, err := plan.Encode(p); err != nil { // fills plan_hash for the views
+		return err
+	}
+	view := plan.View{Format: format, Color: a.color()}
+	if err := view.Render(a.io.Out, p); err != nil {
+		return fmt.Errorf("print plan: %w", err)
+	}
+	if opts.out != "" && !p.Empty() {
+		fmt.Fprintf(a.io.Err, "\nSaved the plan to %s. To apply exactly this plan, run:\n  nlx apply %s\n", opts.out, opts.out)
+	}
+	if opts.detailedExit && !p.Empty() {
+		return exitStatus(ExitChanges)
+	}
+	return nil
+}
+
+// makePlan loads the config in dir and diffs it against the state, creating
+// the state on first use.
+func makePlan(ctx context.Context, a *app, dir string) (*plan.Plan, error) {
+	cfg, err := schema.Load(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	db, err := a.openState(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	snap, err := db.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: snap, ConfigDir: dir, NlxVersion: nlxVersion()})
+}

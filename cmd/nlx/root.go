@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/reconcile/state"
+)
+
+// IO is where a command reads and writes: results on Out, diagnostics and
+// prompts on Err.
+type IO struct {
+	In          io.Reader
+	Out         io.Writer
+	Err         io.Writer
+	InTerminal  bool
+	OutTerminal bool
+}
+
+// app holds what every command shares.
+type app struct {
+	io        *IO
+	statePath string // --state
+	noColor   bool   // --no-color
+	output    string // the running command's --output, so errors match it
+}
+
+// Main runs nlx with args and returns its exit code.
+func Main(ctx context.Context, args []string, streams *IO) ExitCode {
+	a := &app{io: streams}
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	err := root.ExecuteContext(ctx)
+	return a.report(err)
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "nlx",
+		Short: "Declarative reconciliation for a self-hosted agent runtime",
+		Long: `nlx keeps an agent runtime host in the state its CUE configuration describes.
+
+  nlx plan DIR --out plan.json   show what would change and save the plan
+  nlx apply plan.json            carry out exactly that plan
+
+Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
+--detailed-exitcode), 3 approval required or refused, 4 state locked.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().StringVar(&a.statePath, "state", "", "state file (default $NLX_STATE, else $XDG_STATE_HOME/nlx/state.db)")
+	root.PersistentFlags().BoolVar(&a.noColor, "no-color", false, "never colour output")
+	root.AddCommand(
+		newPlanCmd(a),
+		newApplyCmd(a),
+		newShowCmd(a),
+		newValidateCmd(a),
+		newStateCmd(a),
+		newSchemaCmd(a),
+		newVersionCmd(a),
+	)
+	return root
+}
+
+// resolveState returns the state path from --state or the defaults.
+func (a *app) resolveState() (string, error) {
+	if a.statePath != "" {
+		return a.statePath, nil
+	}
+	return state.DefaultPath()
+}
+
+// openState opens the state; mustExist refuses to create it.
+func (a *app) openState(ctx context.Context, mustExist bool) (*state.DB, error) {
+	path, err := a.resolveState()
+	if err != nil {
+		return nil, err
+	}
+	return state.Open(ctx, path, state.Options{MustExist: mustExist})
+}
+
+// color reports whether the text view may use ANSI colour.
+func (a *app) color() bool {
+	return a.io.OutTerminal && !a.noColor && os.Getenv("NO_COLOR") == ""
+}
+
+// actor is who runs the command: --actor, else $NLX_ACTOR, else the OS user.
+func actorName(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if v := os.Getenv("NLX_ACTOR"); v != "" {
+		return v
+	}
+	if v := os.Getenv("USER"); v != "" {
+		return v
+	}
+	return "unknown"
+}

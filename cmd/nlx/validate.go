@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/schema"
+)
+
+func newValidateCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate [DIR]",
+		Short: "Check a config without reading the state",
+		Long: `Validate loads the CUE package in DIR (default "."), unifies it with the
+nlx schema and checks every cross-reference. Each error names file:line:col.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.output = output
+			if output != "text" && output != "json" {
+				return fmt.Errorf("unknown output format %q (want text or json)", output)
+			}
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			cfg, err := schema.Load(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			counts := map[string]int{
+				"providers": len(cfg.Providers), "images": len(cfg.Images), "workspaces": len(cfg.Workspaces),
+				"connections": len(cfg.Connections), "skills": len(cfg.Skills), "jobs": len(cfg.Jobs),
+				"preservations": len(cfg.Preservations),
+			}
+			total := 0
+			for _, n := range counts {
+				total += n
+			}
+			if output == "json" {
+				data, _ := json.Marshal(map[string]any{
+					"format_version": 1, "valid": true, "resources": total, "kinds": counts, "config_hash": cfg.Inputs.Hash,
+				})
+				fmt.Fprintln(a.io.Out, string(data))
+				return nil
+			}
+			fmt.Fprintf(a.io.Out, "The configuration is valid: %d resources (%d providers, %d images, %d workspaces, %d connections, %d skills, %d jobs, %d preservations).\n",
+				total, counts["providers"], counts["images"], counts["workspaces"], counts["connections"], counts["skills"], counts["jobs"], counts["preservations"])
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}

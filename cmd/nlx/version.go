@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/reconcile/state"
+)
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3").
+var version = ""
+
+// nlxVersion is this binary's version: the link-time one, else the module
+// version, else "dev" with the VCS revision when known.
+func nlxVersion() string {
+	if version != "" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "dev-" + s.Value[:12]
+		}
+	}
+	return "dev"
+}
+
+func newVersionCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print nlx's version and the formats it reads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.output = output
+			if output == "json" {
+				data, _ := json.Marshal(map[string]any{
+					"version": nlxVersion(), "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH,
+					"plan_format_version": plan.FormatVersion, "state_schema_version": state.SchemaVersion(),
+				})
+				fmt.Fprintln(a.io.Out, string(data))
+				return nil
+			}
+			fmt.Fprintf(a.io.Out, "nlx version %s (%s %s/%s; plan format %d, state schema %d)\n",
+				nlxVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, plan.FormatVersion, state.SchemaVersion())
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}

@@ -1,0 +1,175 @@
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Refusal is an error with a stable reason code. Every refusal nlx makes is
+// one: the code appears in text and JSON output and scripts branch on it.
+type Refusal struct {
+	Code string
+	Msg  string
+}
+
+func (r *Refusal) Error() string { return r.Code + ": " + r.Msg }
+
+// Refusef returns a Refusal with a formatted message.
+func Refusef(code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Reason codes for plan files.
+const (
+	CodePlanHashMismatch = "plan_hash_mismatch" // the file was changed after it was written
+	CodeUnknownFormat    = "unknown_plan_format"
+	CodeInvalidPlan      = "invalid_plan_file"
+)
+
+// JSON encodes v compactly without HTML escaping: the one encoding nlx
+// hashes, stores and writes.
+func JSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// Encode fills p.PlanHash and returns the plan file's bytes: the canonical
+// encoding, which is also what the hash is taken over with PlanHash empty.
+func Encode(p *Plan) ([]byte, error) {
+	p.PlanHash = ""
+	canon, err := JSON(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode plan: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	p.PlanHash = "sha256:" + hex.EncodeToString(sum[:])
+	// PlanHash is the last field: splice it in rather than encode twice.
+	const tail = `"plan_hash":""}`
+	if !bytes.HasSuffix(canon, []byte(tail)) {
+		return nil, fmt.Errorf("encode plan: plan_hash is not the last field")
+	}
+	out := make([]byte, 0, len(canon)+80)
+	out = append(out, canon[:len(canon)-len(tail)]...)
+	out = append(out, `"plan_hash":"`...)
+	out = append(out, p.PlanHash...)
+	out = append(out, "\"}\n"...)
+	return out, nil
+}
+
+// Hash returns the plan hash p should carry.
+func Hash(p *Plan) (string, error) {
+	c := *p
+	c.PlanHash = ""
+	canon, err := JSON(&c)
+	if err != nil {
+		return "", fmt.Errorf("encode plan: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// WriteFile writes p to path, filling its hash.
+func WriteFile(path string, p *Plan) error {
+	data, err := Encode(p)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("write plan: %w", err)
+	}
+	return nil
+}
+
+// ReadFile reads and verifies the plan file at path.
+func ReadFile(path string) (*Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	defer f.Close()
+	return Read(f)
+}
+
+// Read decodes a plan file and verifies its version, its shape and its hash.
+// Unknown fields are refused: a plan is evidence, not a loose document.
+func Read(r io.Reader) (*Plan, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	var probe struct {
+		FormatVersion *int `json:"format_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
+	}
+	if probe.FormatVersion == nil {
+		return nil, Refusef(CodeInvalidPlan, "not a plan file: no format_version")
+	}
+	if *probe.FormatVersion != FormatVersion {
+		return nil, Refusef(CodeUnknownFormat, "plan format_version %d is not supported (this nlx reads %d)", *probe.FormatVersion, FormatVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+	}
+	if dec.More() {
+		return nil, Refusef(CodeInvalidPlan, "plan file: data after the plan")
+	}
+	want, err := Hash(&p)
+	if err != nil {
+		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+	}
+	if p.PlanHash != want {
+		return nil, Refusef(CodePlanHashMismatch, "plan file content does not match its plan_hash %s; it was changed after nlx wrote it", p.PlanHash)
+	}
+	if err := p.validate(); err != nil {
+		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+	}
+	return &p, nil
+}
+
+// validate checks what a well-formed plan must hold, so that a hand-made
+// file with a correct hash still cannot ask apply for nonsense.
+func (p *Plan) validate() error {
+	seen := make(map[string]bool, len(p.Changes))
+	for i, c := range p.Changes {
+		if !c.Action.Valid() {
+			return fmt.Errorf("change %d: unknown action %q", i, c.Action)
+		}
+		if c.Kind.Rank() < 0 {
+			return fmt.Errorf("change %d: unknown kind %q", i, c.Kind)
+		}
+		if c.Address != string(c.Kind)+"."+c.Name {
+			return fmt.Errorf("change %d: address %q does not match kind %q and name %q", i, c.Address, c.Kind, c.Name)
+		}
+		if seen[c.Address] {
+			return fmt.Errorf("change %d: %s changed twice", i, c.Address)
+		}
+		seen[c.Address] = true
+		hasBefore := len(c.Before) > 0 && string(c.Before) != "null"
+		hasAfter := len(c.After) > 0 && string(c.After) != "null"
+		if hasBefore != c.Action.Destroys() && c.Action != Update || hasAfter != c.Action.Creates() && c.Action != Update {
+			return fmt.Errorf("change %d (%s): before/after do not fit action %s", i, c.Address, c.Action)
+		}
+		if c.Action == Update && (!hasBefore || !hasAfter) {
+			return fmt.Errorf("change %d (%s): an update needs before and after", i, c.Address)
+		}
+	}
+	if s := Summarize(p.Changes); s != p.Summary {
+		return fmt.Errorf("summary %+v does not count the changes (%+v)", p.Summary, s)
+	}
+	return nil
+}

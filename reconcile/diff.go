@@ -1,0 +1,302 @@
+// Package reconcile turns a desired configuration and the applied state into
+// a plan (Diff, pure) and carries a plan out against the state (Apply).
+package reconcile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// Resource is one resource's spec, desired or applied.
+type Resource struct {
+	Kind   schema.Kind
+	Name   string
+	Spec   json.RawMessage // plan.JSON of the kind's schema type
+	Hash   string          // "sha256:" + hex SHA-256 of Spec
+	Status string          // in the state: "active" or "held"
+}
+
+// Address is the resource's kind.name.
+func (r *Resource) Address() string { return string(r.Kind) + "." + r.Name }
+
+// HashSpec returns the hash stored beside a spec.
+func HashSpec(spec []byte) string {
+	sum := sha256.Sum256(spec)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Desired lists the resources of cfg in dependency order.
+func Desired(cfg *schema.Config) ([]Resource, error) {
+	var out []Resource
+	add := func(kind schema.Kind, name string, v any) error {
+		spec, err := plan.JSON(v)
+		if err != nil {
+			return fmt.Errorf("encode %s.%s: %w", kind, name, err)
+		}
+		out = append(out, Resource{Kind: kind, Name: name, Spec: spec, Hash: HashSpec(spec), Status: "active"})
+		return nil
+	}
+	var err error
+	each := func(kind schema.Kind, names []string, get func(string) any) {
+		for _, n := range names {
+			if err == nil {
+				err = add(kind, n, get(n))
+			}
+		}
+	}
+	each(schema.KindProvider, keys(cfg.Providers), func(n string) any { return cfg.Providers[n] })
+	each(schema.KindImage, keys(cfg.Images), func(n string) any { return cfg.Images[n] })
+	each(schema.KindWorkspace, keys(cfg.Workspaces), func(n string) any { return cfg.Workspaces[n] })
+	each(schema.KindConnection, keys(cfg.Connections), func(n string) any { return cfg.Connections[n] })
+	each(schema.KindSkill, keys(cfg.Skills), func(n string) any { return cfg.Skills[n] })
+	each(schema.KindJob, keys(cfg.Jobs), func(n string) any { return cfg.Jobs[n] })
+	each(schema.KindPreservation, keys(cfg.Preservations), func(n string) any { return cfg.Preservations[n] })
+	return out, err
+}
+
+func keys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// immutable lists, per kind, the fields that cannot change in place: a change
+// to one replaces the resource.
+var immutable = map[schema.Kind][]string{
+	schema.KindProvider:     {"kind"},
+	schema.KindWorkspace:    {"team", "kind", "owner"},
+	schema.KindConnection:   {"scope", "workspace"},
+	schema.KindSkill:        {"scope", "owner"},
+	schema.KindJob:          {"workspace"},
+	schema.KindPreservation: {"source", "workspace"},
+}
+
+func forcesReplace(kind schema.Kind, path string) bool {
+	for _, f := range immutable[kind] {
+		if path == f || strings.HasPrefix(path, f+".") || strings.HasPrefix(path, f+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// Diff compares desired and actual resources and returns the changes, in the
+// order apply carries them out: creates, updates and replaces by dependency
+// rank (providers and images, workspaces, connections and skills, jobs,
+// preservations), then deletes in reverse rank. Within a rank, by address.
+func Diff(desired, actual []Resource) ([]plan.Change, error) {
+	have := make(map[string]*Resource, len(actual))
+	for i := range actual {
+		have[actual[i].Address()] = &actual[i]
+	}
+	var changes []plan.Change
+	for i := range desired {
+		d := &desired[i]
+		addr := d.Address()
+		a, ok := have[addr]
+		delete(have, addr)
+		if ok && a.Hash == d.Hash && bytes.Equal(a.Spec, d.Spec) {
+			continue
+		}
+		var before json.RawMessage
+		if ok {
+			before = a.Spec
+		}
+		c, err := change(d.Kind, d.Name, before, d.Spec)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, c)
+	}
+	for _, a := range have {
+		c, err := change(a.Kind, a.Name, a.Spec, nil)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, c)
+	}
+	sort.Slice(changes, func(i, j int) bool { return less(&changes[i], &changes[j]) })
+	return changes, nil
+}
+
+// less orders changes for apply.
+func less(a, b *plan.Change) bool {
+	ad, bd := a.Action == plan.Delete, b.Action == plan.Delete
+	if ad != bd {
+		return bd
+	}
+	ar, br := a.Kind.Rank(), b.Kind.Rank()
+	if ar != br {
+		if ad {
+			return ar > br
+		}
+		return ar < br
+	}
+	return a.Address < b.Address
+}
+
+func change(kind schema.Kind, name string, before, after json.RawMessage) (plan.Change, error) {
+	c := plan.Change{
+		Address: string(kind) + "." + name,
+		Kind:    kind,
+		Name:    name,
+		Risks:   []plan.Risk{},
+		Before:  nullIfEmpty(before),
+		After:   nullIfEmpty(after),
+	}
+	diff, err := FieldDiff(kind, before, after)
+	if err != nil {
+		return c, fmt.Errorf("diff %s: %w", c.Address, err)
+	}
+	c.Diff = diff
+	switch {
+	case before == nil:
+		c.Action = plan.Create
+	case after == nil:
+		c.Action = plan.Delete
+	default:
+		c.Action = plan.Update
+		for _, d := range diff {
+			if d.ForcesReplace {
+				c.Action = plan.Replace
+				break
+			}
+		}
+	}
+	return c, nil
+}
+
+func nullIfEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// FieldDiff lists the leaf fields that differ between two specs (either may
+// be nil), sorted by path. A list of scalars is one field; a list of objects
+// is compared element by element.
+func FieldDiff(kind schema.Kind, before, after json.RawMessage) ([]plan.FieldDiff, error) {
+	bl, err := leaves(before)
+	if err != nil {
+		return nil, err
+	}
+	al, err := leaves(after)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, 0, len(al)+len(bl))
+	for p := range al {
+		paths = append(paths, p)
+	}
+	for p := range bl {
+		if _, ok := al[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	sort.Strings(paths)
+	diff := []plan.FieldDiff{}
+	for _, p := range paths {
+		b, a := bl[p], al[p]
+		if bytes.Equal(b, a) {
+			continue
+		}
+		d := plan.FieldDiff{Path: p, Before: b, After: a}
+		// A field of a new or removed resource forces nothing.
+		d.ForcesReplace = before != nil && after != nil && forcesReplace(kind, p)
+		diff = append(diff, d)
+	}
+	return diff, nil
+}
+
+// leaves flattens a spec into path -> canonical JSON of the leaf value.
+func leaves(spec json.RawMessage) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if len(spec) == 0 || string(spec) == "null" {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(spec))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	err := flatten("", v, out)
+	return out, err
+}
+
+func flatten(prefix string, v any, out map[string]json.RawMessage) error {
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 && prefix != "" {
+			out[prefix] = json.RawMessage("{}")
+			return nil
+		}
+		for k, e := range x {
+			p := k
+			switch {
+			case !plainKey(k):
+				p = prefix + "[" + strconv.Quote(k) + "]"
+			case prefix != "":
+				p = prefix + "." + k
+			}
+			if err := flatten(p, e, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		if !hasObject(x) {
+			break
+		}
+		for i, e := range x {
+			if err := flatten(prefix+"["+strconv.Itoa(i)+"]", e, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	b, err := plan.JSON(v)
+	if err != nil {
+		return err
+	}
+	out[prefix] = b
+	return nil
+}
+
+func hasObject(l []any) bool {
+	for _, e := range l {
+		if _, ok := e.(map[string]any); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// plainKey reports whether a map key can stand in a dotted path unquoted.
+func plainKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}

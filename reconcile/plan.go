@@ -1,0 +1,47 @@
+package reconcile
+
+import (
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// PlanInput is everything a plan is made from.
+type PlanInput struct {
+	Config     *schema.Config
+	Snapshot   *Snapshot
+	ConfigDir  string // as the operator gave it; recorded for apply
+	NlxVersion string
+}
+
+// Plan diffs the config against the snapshot and returns the plan, bound to
+// the snapshot's lineage and serial and to the config's inputs. It is pure.
+func Plan(in PlanInput) (*plan.Plan, error) {
+	desired, err := Desired(in.Config)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := Diff(desired, in.Snapshot.Resources)
+	if err != nil {
+		return nil, err
+	}
+	if changes == nil {
+		changes = []plan.Change{}
+	}
+	files := in.Config.Inputs.Files
+	if files == nil {
+		files = []schema.InputFile{}
+	}
+	return &plan.Plan{
+		FormatVersion: plan.FormatVersion,
+		NlxVersion:    in.NlxVersion,
+		State:         plan.StateRef{Lineage: in.Snapshot.Lineage, Serial: in.Snapshot.Serial},
+		Inputs: plan.Inputs{
+			ConfigDir:  in.ConfigDir,
+			ConfigHash: in.Config.Inputs.Hash,
+			Files:      files,
+			Dirs:       in.Config.Inputs.Dirs,
+		},
+		Changes: changes,
+		Summary: plan.Summarize(changes),
+	}, nil
+}

@@ -1,0 +1,76 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nlx-dev/nlx/internal/procid"
+	"github.com/nlx-dev/nlx/plan"
+)
+
+// Snapshot is the applied state at one serial.
+type Snapshot struct {
+	Lineage   string
+	Serial    int64
+	Resources []Resource // sorted by address
+}
+
+// Holder describes who holds the state lock.
+type Holder struct {
+	LockID     string
+	Operation  string
+	Process    procid.Identity
+	AcquiredAt time.Time
+}
+
+func (h *Holder) String() string {
+	return fmt.Sprintf("%s (lock %s, %s, since %s)", h.Operation, h.LockID, h.Process, h.AcquiredAt.UTC().Format(time.RFC3339))
+}
+
+// CodeStateLocked is the reason code of a LockedError.
+const CodeStateLocked = "state_locked"
+
+// LockedError means another run holds the state lock.
+type LockedError struct{ Holder Holder }
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%s: the state is locked by %s; if that run is gone, `nlx state unlock %s` releases it",
+		CodeStateLocked, e.Holder.String(), e.Holder.LockID)
+}
+
+// Lock is a held state lock.
+type Lock struct {
+	ID string
+	// TookOverFrom is set when the lock was taken from a holder proven dead.
+	TookOverFrom *Holder
+}
+
+// ApplyResult is what an apply reports when it ends.
+type ApplyResult struct {
+	Committed int
+	Failed    int
+	Err       error
+}
+
+// Store is the state as the reconciler sees it.
+type Store interface {
+	// Snapshot reads lineage, serial and resources consistently.
+	Snapshot(ctx context.Context) (*Snapshot, error)
+	// Meta reads lineage and serial.
+	Meta(ctx context.Context) (lineage string, serial int64, err error)
+	// Lock takes the single-writer lock or fails with *LockedError.
+	Lock(ctx context.Context, operation string) (*Lock, error)
+	Unlock(ctx context.Context, lockID string) error
+	// BeginApply checks that the lock is held, that lineage and serial are
+	// still those the plan was made from, bumps the serial and records the
+	// apply, all in one transaction. It returns the apply id and new serial.
+	BeginApply(ctx context.Context, lockID, planHash, actor, lineage string, serial int64) (id, newSerial int64, err error)
+	// Intend journals that the changes are about to be applied.
+	Intend(ctx context.Context, applyID int64, changes []plan.Change) error
+	// Commit applies one change to the resources and journals it committed,
+	// in one transaction.
+	Commit(ctx context.Context, applyID, serial int64, c *plan.Change) error
+	// FinishApply records how the apply ended.
+	FinishApply(ctx context.Context, applyID int64, r ApplyResult) error
+}
