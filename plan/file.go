@@ -47,7 +47,7 @@ func JSON(v any) ([]byte, error) {
 // encoding, which is also what the hash is taken over with PlanHash empty.
 func Encode(p *Plan) ([]byte, error) {
 	p.PlanHash = ""
-	canon, err := JSON(p)
+	canon, err := canonical(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
@@ -70,7 +70,7 @@ func Encode(p *Plan) ([]byte, error) {
 func Hash(p *Plan) (string, error) {
 	c := *p
 	c.PlanHash = ""
-	canon, err := JSON(&c)
+	canon, err := canonical(&c)
 	if err != nil {
 		return "", fmt.Errorf("encode plan: %w", err)
 	}
@@ -127,6 +127,9 @@ func Read(r io.Reader) (*Plan, error) {
 	}
 	if dec.More() {
 		return nil, Refusef(CodeInvalidPlan, "plan file: data after the plan")
+	}
+	if err := compactRaw(&p); err != nil {
+		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
 	}
 	want, err := Hash(&p)
 	if err != nil {

@@ -25,6 +25,20 @@ type ApplyOptions struct {
 	// check (the caller has just planned from it in the same process).
 	ConfigDir string
 	Actor     string // who applies; recorded in the state
+	// BatchSize is how many state-only changes share one transaction
+	// (default DefaultBatchSize). Each change is still journaled on its own.
+	BatchSize int
+}
+
+// DefaultBatchSize is the default ApplyOptions.BatchSize: large enough that
+// a 14,000-change apply costs tens of transactions, not thousands.
+const DefaultBatchSize = 500
+
+func (o ApplyOptions) batchSize() int {
+	if o.BatchSize > 0 {
+		return o.BatchSize
+	}
+	return DefaultBatchSize
 }
 
 // LedgerEntry is one change as it actually ended.
@@ -121,22 +135,27 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	}
 	ledger.SerialAfter = newSerial
 	fault.Point("apply.begun")
-	if err := store.Intend(ctx, id, p.Changes); err != nil {
-		return ledger, finish(ctx, store, id, ledger, fmt.Errorf("journal intents: %w", err))
-	}
-	fault.Point("apply.intended")
-	for i := range p.Changes {
-		c := &p.Changes[i]
+	for start, batch := 0, 1; start < len(p.Changes); batch++ {
+		end := min(start+opts.batchSize(), len(p.Changes))
+		group := p.Changes[start:end]
 		if err := ctx.Err(); err != nil {
-			return ledger, finish(ctx, store, id, ledger, fmt.Errorf("interrupted before %s: %w", c.Address, err))
+			return ledger, finish(ctx, store, id, ledger, fmt.Errorf("interrupted before %s: %w", group[0].Address, err))
 		}
-		fault.Point("apply.commit." + strconv.Itoa(i+1))
-		if err := store.Commit(ctx, id, newSerial, c); err != nil {
-			ledger.Entries[i].Phase, ledger.Entries[i].Error = "failed", err.Error()
+		if err := store.Intend(ctx, id, group); err != nil {
+			return ledger, finish(ctx, store, id, ledger, fmt.Errorf("journal intents: %w", err))
+		}
+		fault.Point("apply.intended." + strconv.Itoa(batch))
+		if err := store.Commit(ctx, id, newSerial, group); err != nil {
+			for i := start; i < end; i++ {
+				ledger.Entries[i].Phase, ledger.Entries[i].Error = "failed", err.Error()
+			}
 			return ledger, finish(ctx, store, id, ledger, err)
 		}
-		ledger.Entries[i].Phase = "committed"
-		fault.Point("apply.committed." + strconv.Itoa(i+1))
+		for i := start; i < end; i++ {
+			ledger.Entries[i].Phase = "committed"
+		}
+		fault.Point("apply.committed." + strconv.Itoa(batch))
+		start = end
 	}
 	return ledger, finish(ctx, store, id, ledger, nil)
 }

@@ -4,6 +4,9 @@ package reconcile
 
 import (
 	"bytes"
+	"errors"
+	"runtime"
+	"sync"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -101,7 +104,14 @@ func Diff(desired, actual []Resource) ([]plan.Change, error) {
 	for i := range actual {
 		have[actual[i].Address()] = &actual[i]
 	}
-	var changes []plan.Change
+	// Pair each resource with its counterpart, then diff the pairs on all
+	// CPUs: field diffs of a large first plan are a tenth of its time.
+	type pair struct {
+		kind          schema.Kind
+		name          string
+		before, after json.RawMessage
+	}
+	var pairs []pair
 	for i := range desired {
 		d := &desired[i]
 		addr := d.Address()
@@ -110,25 +120,49 @@ func Diff(desired, actual []Resource) ([]plan.Change, error) {
 		if ok && a.Hash == d.Hash && bytes.Equal(a.Spec, d.Spec) {
 			continue
 		}
-		var before json.RawMessage
+		p := pair{kind: d.Kind, name: d.Name, after: d.Spec}
 		if ok {
-			before = a.Spec
+			p.before = a.Spec
 		}
-		c, err := change(d.Kind, d.Name, before, d.Spec)
-		if err != nil {
-			return nil, err
-		}
-		changes = append(changes, c)
+		pairs = append(pairs, p)
 	}
 	for _, a := range have {
-		c, err := change(a.Kind, a.Name, a.Spec, nil)
-		if err != nil {
-			return nil, err
-		}
-		changes = append(changes, c)
+		pairs = append(pairs, pair{kind: a.Kind, name: a.Name, before: a.Spec})
+	}
+	changes := make([]plan.Change, len(pairs))
+	errs := make([]error, len(pairs))
+	parallel(len(pairs), func(i int) {
+		changes[i], errs[i] = change(pairs[i].kind, pairs[i].name, pairs[i].before, pairs[i].after)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	sort.Slice(changes, func(i, j int) bool { return less(&changes[i], &changes[j]) })
 	return changes, nil
+}
+
+// parallel calls fn(0..n-1) on all CPUs, in chunks.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+255)/256)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // less orders changes for apply.
@@ -268,12 +302,43 @@ func flatten(prefix string, v any, out map[string]json.RawMessage) error {
 		}
 		return nil
 	}
-	b, err := plan.JSON(v)
+	b, err := leafJSON(v)
 	if err != nil {
 		return err
 	}
 	out[prefix] = b
 	return nil
+}
+
+// leafJSON is plan.JSON for one leaf, with a fast path for the common
+// scalars (a large plan has hundreds of thousands of leaves).
+func leafJSON(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case json.Number:
+		return []byte(x), nil
+	case bool:
+		return strconv.AppendBool(nil, x), nil
+	case nil:
+		return []byte("null"), nil
+	case string:
+		if plainASCII(x) {
+			b := make([]byte, 0, len(x)+2)
+			b = append(b, '"')
+			b = append(b, x...)
+			return append(b, '"'), nil
+		}
+	}
+	return plan.JSON(v)
+}
+
+// plainASCII reports whether s encodes in JSON as itself between quotes.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func hasObject(l []any) bool {

@@ -68,9 +68,10 @@ type Store interface {
 	BeginApply(ctx context.Context, lockID, planHash, actor, lineage string, serial int64) (id, newSerial int64, err error)
 	// Intend journals that the changes are about to be applied.
 	Intend(ctx context.Context, applyID int64, changes []plan.Change) error
-	// Commit applies one change to the resources and journals it committed,
-	// in one transaction.
-	Commit(ctx context.Context, applyID, serial int64, c *plan.Change) error
+	// Commit applies state-only changes to the resources and journals each
+	// committed, all in one transaction: each change is wholly applied or
+	// wholly not.
+	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change) error
 	// FinishApply records how the apply ended.
 	FinishApply(ctx context.Context, applyID int64, r ApplyResult) error
 }

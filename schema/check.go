@@ -24,6 +24,21 @@ var policyRank = map[string]int{
 // PolicyWider reports whether policy a grants more than policy b.
 func PolicyWider(a, b string) bool { return policyRank[a] > policyRank[b] }
 
+// memo runs check once per distinct kind and value: a fleet repeats the same
+// few cron lines and zones thousands of times.
+func (l *loader) memo(kind, value string, check func() error) error {
+	key := kind + "\x00" + value
+	if err, ok := l.checked[key]; ok {
+		return err
+	}
+	if l.checked == nil {
+		l.checked = map[string]error{}
+	}
+	err := check()
+	l.checked[key] = err
+	return err
+}
+
 // check runs the rules that need more than one resource or more than CUE can
 // say: references, scopes, versions, schedules.
 func (l *loader) check(cfg *Config) {
@@ -134,10 +149,10 @@ func (l *loader) checkJob(cfg *Config, name string, j *Job) {
 	s := j.Schedule
 	switch {
 	case s.Cron != "":
-		if _, err := cronParser.Parse(s.Cron); err != nil {
+		if err := l.memo("cron", s.Cron, func() error { _, err := cronParser.Parse(s.Cron); return err }); err != nil {
 			l.addAt(at("jobs", name, "schedule", "cron"), CodeInvalidValue, "cron %q: %v", s.Cron, err)
 		}
-		if _, err := time.LoadLocation(s.Timezone); err != nil || s.Timezone == "" || s.Timezone == "Local" {
+		if err := l.memo("tz", s.Timezone, func() error { _, err := time.LoadLocation(s.Timezone); return err }); err != nil || s.Timezone == "" || s.Timezone == "Local" {
 			l.addAt(at("jobs", name, "schedule", "timezone"), CodeInvalidValue, "unknown time zone %q (use an IANA name such as Europe/Berlin or UTC)", s.Timezone)
 		}
 	case s.Every != "":

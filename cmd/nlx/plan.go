@@ -51,16 +51,36 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.out != "" {
-		if err := plan.WriteFile(opts.out, p); err != nil {
+	view := plan.View{Format: format, Color: a.color()}
+	if format == plan.FormatText {
+		// The text view does not show plan_hash: print it while the plan
+		// file is encoded and written.
+		written := make(chan error, 1)
+		go func() {
+			if opts.out == "" {
+				written <- nil
+				return
+			}
+			written <- plan.WriteFile(opts.out, p)
+		}()
+		rerr := view.Render(a.io.Out, p)
+		if err := <-written; err != nil {
 			return err
 		}
-	} else if _, err := plan.Encode(p); err != nil { // fills plan_hash for the views
-		return err
-	}
-	view := plan.View{Format: format, Color: a.color()}
-	if err := view.Render(a.io.Out, p); err != nil {
-		return fmt.Errorf("print plan: %w", err)
+		if rerr != nil {
+			return fmt.Errorf("print plan: %w", rerr)
+		}
+	} else {
+		if opts.out != "" {
+			if err := plan.WriteFile(opts.out, p); err != nil {
+				return err
+			}
+		} else if _, err := plan.Encode(p); err != nil { // fills plan_hash for the views
+			return err
+		}
+		if err := view.Render(a.io.Out, p); err != nil {
+			return fmt.Errorf("print plan: %w", err)
+		}
 	}
 	if opts.out != "" && !p.Empty() {
 		fmt.Fprintf(a.io.Err, "\nSaved the plan to %s. To apply exactly this plan, run:\n  nlx apply %s\n", opts.out, opts.out)
@@ -72,20 +92,30 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 }
 
 // makePlan loads the config in dir and diffs it against the state, creating
-// the state on first use.
+// the state on first use. The state is read while CUE evaluates.
 func makePlan(ctx context.Context, a *app, dir string) (*plan.Plan, error) {
+	type snapshot struct {
+		snap *reconcile.Snapshot
+		err  error
+	}
+	done := make(chan snapshot, 1)
+	go func() {
+		db, err := a.openState(ctx, false)
+		if err != nil {
+			done <- snapshot{err: err}
+			return
+		}
+		defer db.Close()
+		snap, err := db.Snapshot(ctx)
+		done <- snapshot{snap, err}
+	}()
 	cfg, err := schema.Load(ctx, dir)
+	st := <-done
 	if err != nil {
 		return nil, err
 	}
-	db, err := a.openState(ctx, false)
-	if err != nil {
-		return nil, err
+	if st.err != nil {
+		return nil, st.err
 	}
-	defer db.Close()
-	snap, err := db.Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: snap, ConfigDir: dir, NlxVersion: nlxVersion()})
+	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion()})
 }

@@ -253,29 +253,45 @@ func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) 
 	})
 }
 
-// Commit implements reconcile.Store.
-func (db *DB) Commit(ctx context.Context, applyID, serial int64, c *plan.Change) error {
+// Commit implements reconcile.Store: the changes, their journal rows and the
+// apply's count, in one transaction.
+func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
 		at := db.stamp()
-		var err error
-		if c.Action == plan.Delete {
-			_, err = tx.ExecContext(ctx, `DELETE FROM resources WHERE address = ?`, c.Address)
-		} else {
-			_, err = tx.ExecContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
-				VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
-				ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
-					serial = excluded.serial, updated_at = excluded.updated_at`,
-				c.Address, string(c.Kind), c.Name, []byte(c.After), reconcile.HashSpec(c.After), serial, at)
-		}
+		upsert, err := tx.PrepareContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
+			VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
+			ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
+				serial = excluded.serial, updated_at = excluded.updated_at`)
 		if err != nil {
-			return fmt.Errorf("apply %s: %w", c.Address, err)
+			return fmt.Errorf("apply: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'committed', ?)`,
-			applyID, c.Address, string(c.Action), at); err != nil {
-			return fmt.Errorf("journal %s committed: %w", c.Address, err)
+		defer upsert.Close()
+		del, err := tx.PrepareContext(ctx, `DELETE FROM resources WHERE address = ?`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + 1 WHERE id = ?`, applyID); err != nil {
-			return fmt.Errorf("count %s: %w", c.Address, err)
+		defer del.Close()
+		journal, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'committed', ?)`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		defer journal.Close()
+		for i := range changes {
+			c := &changes[i]
+			if c.Action == plan.Delete {
+				_, err = del.ExecContext(ctx, c.Address)
+			} else {
+				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, []byte(c.After), reconcile.HashSpec(c.After), serial, at)
+			}
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", c.Address, err)
+			}
+			if _, err := journal.ExecContext(ctx, applyID, c.Address, string(c.Action), at); err != nil {
+				return fmt.Errorf("journal %s committed: %w", c.Address, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + ? WHERE id = ?`, len(changes), applyID); err != nil {
+			return fmt.Errorf("count committed changes: %w", err)
 		}
 		return nil
 	})
