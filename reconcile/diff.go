@@ -4,16 +4,16 @@ package reconcile
 
 import (
 	"bytes"
-	"errors"
-	"runtime"
-	"sync"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"

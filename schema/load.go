@@ -5,14 +5,14 @@ package schema
 
 import (
 	"context"
-	"runtime"
-	"sync"
 	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
