@@ -33,6 +33,8 @@ type Error struct {
 	Path string         // CUE path of the offending field, if any
 	Code string
 	Msg  string
+
+	labels []string // the CUE path, unquoted
 }
 
 func (e *Error) Error() string {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -90,7 +91,8 @@ type loader struct {
 	forceCUE bool // never take the fast path
 	fast     bool // the fast path was taken
 	inputs   Inputs
-	value    cue.Value // the evaluated config, for positions
+	value    cue.Value // the evaluated config
+	user     cue.Value // the user's package alone: where they wrote what
 	errs     Errors
 	checked  map[string]error // memo of check
 }
@@ -141,9 +143,19 @@ func display(sels []cue.Selector) string {
 
 // pos finds where the field at sels was written in the user's files.
 func (l *loader) pos(sels []cue.Selector) token.Position {
-	v := l.value.LookupPath(cue.MakePath(sels...))
+	v := l.user.LookupPath(cue.MakePath(sels...))
 	if !v.Exists() {
 		return token.Position{}
+	}
+	// Point at the value the user wrote, not at its label.
+	if src := v.Source(); src != nil {
+		p := src.Pos()
+		if f, ok := src.(*ast.Field); ok {
+			p = f.Value.Pos()
+		}
+		if p.IsValid() && p.Filename() != SchemaFilename {
+			return p.Position()
+		}
 	}
 	if p := v.Pos(); p.IsValid() && p.Filename() != SchemaFilename {
 		return p.Position()
@@ -278,7 +290,7 @@ func (l *loader) evaluate(files []parsedFile) *Config {
 		l.errs = append(l.errs, cueErrors(err, CodeSchema)...)
 		return nil
 	}
-	l.value = v
+	l.value, l.user = v, v
 	// A default marked in the user's files can combine with one in the
 	// schema into something the user's package alone does not show.
 	if !defaults && !l.forceCUE {
@@ -383,12 +395,37 @@ func (l *loader) addCUE(err error) {
 		if prefixed(bad, e.Path) {
 			continue
 		}
+		// Point at the value the user wrote at the error's path, or for a
+		// missing field at the nearest enclosing value they wrote; CUE's own
+		// positions may name the schema or an enclosing struct.
+		if pos := l.nearest(e.labels); pos.Filename != "" {
+			e.Pos = pos
+		}
 		if isSecretPath(e.Path) {
 			e.Code = CodeRawSecret
 			e.Msg = "secret must be a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown"
 		}
 		l.errs = append(l.errs, e)
 	}
+}
+
+// nearest returns the position of the deepest existing value on the path
+// that the user's files define.
+func (l *loader) nearest(labels []string) token.Position {
+	for n := len(labels); n > 0; n-- {
+		sels := make([]cue.Selector, n)
+		for i, s := range labels[:n] {
+			if idx, err := strconv.Atoi(s); err == nil {
+				sels[i] = cue.Index(idx)
+			} else {
+				sels[i] = cue.Str(s)
+			}
+		}
+		if pos := l.pos(sels); pos.Filename != "" {
+			return pos
+		}
+	}
+	return token.Position{}
 }
 
 func prefixed(set map[string]bool, path string) bool {
@@ -411,11 +448,22 @@ func cueErrors(err error, code string) Errors {
 	for _, e := range cueerrors.Errors(err) {
 		pos := userPos(e)
 		format, args := e.Msg()
+		var labels []string
+		for i, s := range e.Path() {
+			if i == 0 && s == "#Config" {
+				continue // the user wrote the fields, not #Config
+			}
+			if u, err := strconv.Unquote(s); err == nil {
+				s = u
+			}
+			labels = append(labels, s)
+		}
 		out = append(out, &Error{
-			Pos:  pos,
-			Path: strings.Join(e.Path(), "."),
-			Code: code,
-			Msg:  fmt.Sprintf(format, args...),
+			Pos:    pos,
+			Path:   strings.Join(labels, "."),
+			Code:   code,
+			Msg:    fmt.Sprintf(format, args...),
+			labels: labels,
 		})
 	}
 	return out

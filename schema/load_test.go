@@ -1,0 +1,533 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// copyTree copies the directory src into a new temporary directory.
+func copyTree(t testing.TB, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// loadBoth loads dir on the fast path and through CUE unification and
+// checks that they agree.
+func loadBoth(t *testing.T, dir string) (*Config, error) {
+	t.Helper()
+	ctx := context.Background()
+	fast, ferr := Load(ctx, dir)
+	full, cerr := LoadWith(ctx, dir, Options{ForceCUE: true})
+	if (ferr == nil) != (cerr == nil) {
+		t.Fatalf("fast path and CUE disagree:\nfast: %v\ncue:  %v", ferr, cerr)
+	}
+	if ferr != nil {
+		if ferr.Error() != cerr.Error() {
+			t.Errorf("fast path and CUE report differently:\nfast: %v\ncue:  %v", ferr, cerr)
+		}
+		return nil, ferr
+	}
+	if full.FastPath {
+		t.Fatal("ForceCUE took the fast path")
+	}
+	fastCopy, fullCopy := *fast, *full
+	fastCopy.FastPath, fullCopy.FastPath = false, false
+	if !reflect.DeepEqual(fastCopy, fullCopy) {
+		t.Fatalf("fast path and CUE decode differently:\nfast: %+v\ncue:  %+v", fastCopy, fullCopy)
+	}
+	return fast, nil
+}
+
+func TestExamplesLoad(t *testing.T) {
+	dirs, err := filepath.Glob("../examples/*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, dir := range append(dirs, "testdata/base") {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			cfg, err := loadBoth(t, dir)
+			if err != nil {
+				t.Fatalf("example does not load:\n%v", err)
+			}
+			if !cfg.FastPath {
+				t.Errorf("example did not take the fast path")
+			}
+			if len(cfg.Inputs.Files) == 0 || !strings.HasPrefix(cfg.Inputs.Hash, "sha256:") {
+				t.Errorf("inputs not recorded: %+v", cfg.Inputs)
+			}
+		})
+	}
+}
+
+func TestPiTeamExample(t *testing.T) {
+	cfg, err := Load(context.Background(), "../examples/pi-team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(kind string, got, want int) {
+		if got != want {
+			t.Errorf("%s: got %d, want %d", kind, got, want)
+		}
+	}
+	count("providers", len(cfg.Providers), 3)
+	count("images", len(cfg.Images), 1)
+	count("workspaces", len(cfg.Workspaces), 3)
+	count("connections", len(cfg.Connections), 3)
+	count("skills", len(cfg.Skills), 2)
+	count("jobs", len(cfg.Jobs), 4)
+	if got := cfg.Providers["opencode"].Status; got != "disabled" {
+		t.Errorf("opencode status: got %q, want the default disabled", got)
+	}
+	if got := cfg.Images["pi-runtime"].Platforms; !reflect.DeepEqual(got, []string{"linux/arm64", "linux/amd64"}) {
+		t.Errorf("platforms: got %v", got)
+	}
+	billing := map[string]bool{}
+	scope := map[string]bool{}
+	for _, c := range cfg.Connections {
+		billing[c.Billing], scope[c.Scope] = true, true
+	}
+	if !billing["api"] || !billing["subscription"] || !scope["team"] || !scope["personal"] {
+		t.Errorf("connections should cover both billings and scopes: %v %v", billing, scope)
+	}
+	for name, s := range cfg.Skills {
+		if s.Description == "" || !strings.HasPrefix(s.Digest, "sha256:") {
+			t.Errorf("skill %s: description %q digest %q", name, s.Description, s.Digest)
+		}
+	}
+	if j := cfg.Jobs["nightly-digest"]; !j.Enabled || j.Concurrency != "skip" || j.CatchUp != "skip" || j.BackgroundAuthority {
+		t.Errorf("job defaults not applied: %+v", j)
+	}
+}
+
+// edit is one change to a copy of testdata/base.
+type edit struct {
+	file     string // relative to the config directory
+	old, new string // replace old (which must occur) by new; old "" appends new
+}
+
+func TestBadConfigs(t *testing.T) {
+	tests := []struct {
+		name  string
+		edits []edit
+		code  string
+		msg   string // substring of the message
+		at    string // "file:marker": the error is where marker starts in file
+		path  string // the error's path, if checked
+	}{
+		{
+			name:  "wrong enum",
+			edits: []edit{{"connections.cue", `billing:        "api"`, `billing:        "monthly"`}},
+			code:  CodeSchema, msg: `"monthly"`, at: `connections.cue:"monthly"`,
+			path: "connections.ana-codex.billing",
+		},
+		{
+			name:  "missing billing",
+			edits: []edit{{"connections.cue", "\tbilling:        \"subscription\"\n", ""}},
+			code:  CodeSchema, msg: "required but not present", at: `connections.cue:{`,
+			path: "connections.core-codex.billing",
+		},
+		{
+			name:  "missing chat reset policy",
+			edits: []edit{{"workspaces.cue", "\tchatReset: \"manual\"\n", ""}},
+			code:  CodeSchema, msg: "required but not present", at: `workspaces.cue:{`,
+			path: "workspaces.core.chatReset",
+		},
+		{
+			name:  "missing job connection",
+			edits: []edit{{"jobs.cue", "\tconnection: \"ana-codex\"\n", ""}},
+			code:  CodeSchema, msg: "required but not present", at: "jobs.cue:{\n\tworkspace:  \"ana\"",
+			path: "jobs.ana-hourly.connection",
+		},
+		{
+			name:  "bad name",
+			edits: []edit{{"jobs.cue", `jobs: digest: {`, `jobs: Digest_Job: {`}},
+			code:  CodeInvalidName, msg: `invalid job name "Digest_Job"`, at: `jobs.cue:Digest_Job`,
+		},
+		{
+			name:  "unknown field",
+			edits: []edit{{"workspaces.cue", `	team:      "core"`, `	team:      "core"
+	colour:    "red"`}},
+			code: CodeSchema, msg: "field not allowed", at: `workspaces.cue:"red"`, path: "workspaces.core.colour",
+		},
+		{
+			name:  "unknown top-level field",
+			edits: []edit{{"jobs.cue", "", "widgets: x: 1\n"}},
+			code:  CodeSchema, msg: "field not allowed", at: `jobs.cue:x: 1`,
+		},
+		{
+			name:  "dangling connection",
+			edits: []edit{{"jobs.cue", `connection: "core-codex"`, `connection: "nope"`}},
+			code:  CodeDanglingReference, msg: `no connection "nope"`, at: `jobs.cue:"nope"`,
+			path: "jobs.digest.connection",
+		},
+		{
+			name:  "dangling workspace",
+			edits: []edit{{"connections.cue", `workspace:      "core"`, `workspace:      "gone"`}},
+			code:  CodeDanglingReference, msg: `no workspace "gone"`, at: `connections.cue:"gone"`,
+		},
+		{
+			name:  "dangling provider",
+			edits: []edit{{"connections.cue", `provider:       "codex"
+	billing:        "subscription"`, `provider:       "claude"
+	billing:        "subscription"`}},
+			code: CodeDanglingReference, msg: `no provider "claude"`, at: `connections.cue:"claude"`,
+		},
+		{
+			name:  "personal connection on team job",
+			edits: []edit{{"connections.cue", "", `connections: "ben-codex": {
+	owner:          "ben"
+	scope:          "personal"
+	workspace:      "core"
+	provider:       "codex"
+	billing:        "subscription"
+	credentialHome: "ben/codex"
+	generation:     1
+}
+`}, {"jobs.cue", `connection: "core-codex"`, `connection: "ben-codex"`}},
+			code: CodePersonalOnTeam, msg: `personal connection "ben-codex"`, at: `jobs.cue:"ben-codex"`,
+		},
+		{
+			name:  "connection of another workspace",
+			edits: []edit{{"jobs.cue", `connection: "core-codex"`, `connection: "ana-codex"`}},
+			code:  CodeWrongWorkspace, msg: `belongs to workspace "ana"`, at: `jobs.cue:"ana-codex"`,
+		},
+		{
+			name:  "raw secret value",
+			edits: []edit{{"connections.cue", `secret:         "env:OPENAI_API_KEY"`, `secret:         "sk-live-0123456789abcdef"`}},
+			code:  CodeRawSecret, msg: "never a value", at: `connections.cue:"sk-live`,
+		},
+		{
+			name:  "team skill of another team",
+			edits: []edit{{"skills.cue", `owner:   "core"`, `owner:   "other"`}},
+			code:  CodeSkillScope, msg: `belongs to team "other"`, at: `jobs.cue:"team-notes"`,
+		},
+		{
+			name:  "personal skill in a team workspace",
+			edits: []edit{{"workspaces.cue", `skills: ["team-notes"]`, `skills: ["team-notes", "my-notes"]`}},
+			code:  CodeSkillScope, msg: "cannot be used in team workspace", at: `workspaces.cue:"my-notes"`,
+		},
+		{
+			name:  "personal workspace without owner",
+			edits: []edit{{"workspaces.cue", "\towner:     \"ana\"\n", ""}},
+			code:  CodeOwnerRequired, msg: "needs an owner", at: `workspaces.cue:"personal"`,
+		},
+		{
+			name:  "job policy wider than workspace",
+			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+	policy:     "danger_full_access"`}},
+			code: CodePolicyWidening, msg: "wider than workspace", at: `jobs.cue:"danger_full_access"`,
+		},
+		{
+			name:  "bad cron line",
+			edits: []edit{{"jobs.cue", `"0 7 * * 1-5"`, `"0 7 * *"`}},
+			code:  CodeInvalidValue, msg: `cron "0 7 * *"`, at: `jobs.cue:"0 7 * *"`,
+		},
+		{
+			name:  "unknown time zone",
+			edits: []edit{{"jobs.cue", `"Europe/Berlin"`, `"Mars/Olympus"`}},
+			code:  CodeInvalidValue, msg: "unknown time zone", at: `jobs.cue:"Mars/Olympus"`,
+		},
+		{
+			name:  "two schedules",
+			edits: []edit{{"jobs.cue", `schedule: every: "1h"`, `schedule: {every: "1h", at: "2026-12-01T09:00:00Z"}`}},
+			code:  CodeSchema, msg: "matchN", at: `jobs.cue:{every`,
+		},
+		{
+			name:  "bad version constraint",
+			edits: []edit{{"providers.cue", `">= 0.161"`, `"newest please"`}},
+			code:  CodeInvalidValue, msg: "version constraint", at: `providers.cue:"newest please"`,
+		},
+		{
+			name:  "syntax error",
+			edits: []edit{{"jobs.cue", `prompt:     "Summarise yesterday."`, `prompt:     "Summarise yesterday.`}},
+			code:  CodeSyntax, at: `jobs.cue:"Summarise`,
+		},
+		{
+			name:  "package mismatch",
+			edits: []edit{{"jobs.cue", "package base", "package other"}},
+			code:  CodeSyntax, msg: "package other differs", at: `jobs.cue:other`,
+		},
+		{
+			name:  "skill name does not match its directory",
+			edits: []edit{{"skills/team-notes/SKILL.md", "name: team-notes", "name: notes"}},
+			code:  CodeSkillPackage, msg: "does not match its directory", at: `skills.cue:"skills/team-notes"`,
+		},
+		{
+			name:  "skill without frontmatter",
+			edits: []edit{{"skills/my-notes/SKILL.md", "---\nname: my-notes\ndescription: Personal notes.\n---\n", ""}},
+			code:  CodeSkillPackage, msg: "frontmatter", at: `skills.cue:"skills/my-notes"`,
+		},
+		{
+			name:  "skill path outside the config",
+			edits: []edit{{"skills.cue", `"skills/my-notes"`, `"../my-notes"`}},
+			code:  CodeSkillPackage, msg: "leaves the config directory", at: `skills.cue:"../my-notes"`,
+		},
+		{
+			name:  "non-concrete value",
+			edits: []edit{{"workspaces.cue", `policy:    "read_only"`, `policy:    string`}},
+			code:  CodeSchema, msg: "incomplete", at: `workspaces.cue:string`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyTree(t, "testdata/base")
+			applyEdits(t, dir, tt.edits)
+			_, err := loadBoth(t, dir)
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("got %v, want Errors", err)
+			}
+			file, marker, _ := strings.Cut(tt.at, ":")
+			want := markerPos(t, filepath.Join(dir, file), marker)
+			for _, e := range errs {
+				if e.Code != tt.code || !strings.Contains(e.Msg, tt.msg) {
+					continue
+				}
+				got := fmt.Sprintf("%s:%d:%d", e.Pos.Filename, e.Pos.Line, e.Pos.Column)
+				if got != want {
+					t.Errorf("position: got %s, want %s (%v)", got, want, e)
+				}
+				if tt.path != "" && e.Path != tt.path {
+					t.Errorf("path: got %s, want %s", e.Path, tt.path)
+				}
+				if tt.code == CodeRawSecret && strings.Contains(err.Error(), "sk-live") {
+					t.Errorf("the error shows the secret value: %v", err)
+				}
+				return
+			}
+			t.Errorf("got\n%v\nwant an error with code %s and message containing %q", err, tt.code, tt.msg)
+		})
+	}
+}
+
+func applyEdits(t *testing.T, dir string, edits []edit) {
+	t.Helper()
+	for _, e := range edits {
+		path := filepath.Join(dir, e.file)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(data)
+		if e.old == "" {
+			s += e.new
+		} else {
+			if !strings.Contains(s, e.old) {
+				t.Fatalf("%s does not contain %q", e.file, e.old)
+			}
+			s = strings.Replace(s, e.old, e.new, 1)
+		}
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// markerPos returns "file:line:col" of the first occurrence of marker.
+func markerPos(t *testing.T, file, marker string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(data), marker)
+	if i < 0 {
+		t.Fatalf("marker %q not in %s", marker, file)
+	}
+	line := 1 + strings.Count(string(data[:i]), "\n")
+	col := i - strings.LastIndex(string(data[:i]), "\n")
+	return fmt.Sprintf("%s:%d:%d", file, line, col)
+}
+
+func TestSeveralErrorsAllReported(t *testing.T) {
+	dir := copyTree(t, "testdata/base")
+	applyEdits(t, dir, []edit{
+		{"connections.cue", `billing:        "api"`, `billing:        "monthly"`},
+		{"jobs.cue", `connection: "core-codex"`, `connection: "nope"`},
+		{"workspaces.cue", `policy:    "read_only"`, `policy:    "everything"`},
+	})
+	_, err := Load(context.Background(), dir)
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("got %v, want Errors", err)
+	}
+	// CUE stops at structural errors before cross-references are checked,
+	// so the two schema errors must both be there.
+	text := err.Error()
+	for _, want := range []string{`"monthly"`, `"everything"`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("error list lacks %s:\n%s", want, text)
+		}
+	}
+	dir = copyTree(t, "testdata/base")
+	applyEdits(t, dir, []edit{
+		{"jobs.cue", `connection: "core-codex"`, `connection: "nope"`},
+		{"connections.cue", `workspace:      "core"`, `workspace:      "gone"`},
+		{"jobs.cue", `"Europe/Berlin"`, `"Mars/Olympus"`},
+	})
+	_, err = Load(context.Background(), dir)
+	if !errors.As(err, &errs) || len(errs) < 3 {
+		t.Fatalf("got %d errors, want at least 3:\n%v", len(errs), err)
+	}
+}
+
+// TestFastPathAgreesWithCUE covers configs the fast path must take, and
+// configs it must leave to CUE, which then accepts them.
+func TestFastPathAgreesWithCUE(t *testing.T) {
+	tests := []struct {
+		name  string
+		edits []edit
+		fast  bool
+	}{
+		{"base", nil, true},
+		{"every optional field", []edit{{"jobs.cue", "", `jobs: full: {
+	workspace:           "core"
+	connection:          "core-codex"
+	schedule: at:        "2026-12-01T09:00:00Z"
+	conversation:        "core/full"
+	prompt:              "Everything set."
+	skill:               "team-notes"
+	policy:              "read_only"
+	enabled:             false
+	backgroundAuthority: true
+	concurrency:         "queue"
+	catchUp:             "latest"
+}
+images: img: {
+	platforms: ["linux/amd64"]
+	base:      "scratch"
+	layers: [{files: "skills", dest: "/srv"}, {go: "example.com/cmd/x", dest: "/bin/x"}, {skills: ["team-notes"], dest: "/opt/skills"}]
+	entrypoint: ["/bin/x"]
+	cmd: ["run"]
+	env: {A: "1"}
+	workdir: "/srv"
+	user:    "1000"
+	labels: {"a.b": "c"}
+	output: "out"
+}
+preservations: legacy: {
+	source: {kind: "legacy-runtime", path: "/var/lib/legacy"}
+	workspace: "core"
+	export:    "/var/backups/legacy"
+	expected: {counts: {jobs: 4}, hashes: {jobs: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}}
+	chatReset: "preserve"
+	heldJobs: ["old-digest"]
+}
+`}}, true},
+		{"user default marker", []edit{{"connections.cue", `billing:        "api"`, `billing:        *"api" | "subscription"`}}, false},
+		{"value completed by a schema default", []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+	enabled:    bool`}}, false},
+		{"hidden helper fields and definitions", []edit{{"jobs.cue", "", `_team: "core"
+#Daily: {workspace: _team, connection: "core-codex", schedule: {cron: "0 9 * * *", timezone: "UTC"}, ...}
+jobs: daily: #Daily & {prompt: "Daily."}
+`}}, true},
+		{"integer written as float", []edit{{"workspaces.cue", "pids: 128", "pids: 128.0"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyTree(t, "testdata/base")
+			applyEdits(t, dir, tt.edits)
+			cfg, err := loadBoth(t, dir)
+			if tt.name == "integer written as float" {
+				if err == nil {
+					t.Fatal("pids: 128.0 accepted; int & 128.0 must conflict")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.FastPath != tt.fast {
+				t.Errorf("fast path: got %v, want %v", cfg.FastPath, tt.fast)
+			}
+		})
+	}
+}
+
+func TestRehashMatchesLoad(t *testing.T) {
+	dir := copyTree(t, "testdata/base")
+	cfg, err := Load(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Rehash(dir, cfg.Inputs.Dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash != cfg.Inputs.Hash {
+		t.Fatalf("Rehash: got %s, want %s", again.Hash, cfg.Inputs.Hash)
+	}
+	for _, e := range []edit{
+		{"skills/team-notes/SKILL.md", "", "more\n"},
+		{"jobs.cue", "", "// a comment is a change too\n"},
+	} {
+		applyEdits(t, dir, []edit{e})
+		now, err := Rehash(dir, cfg.Inputs.Dirs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now.Hash == cfg.Inputs.Hash {
+			t.Errorf("editing %s did not change the config hash", e.file)
+		}
+		if got := Changed(cfg.Inputs, now); !reflect.DeepEqual(got, []string{e.file}) {
+			t.Errorf("Changed: got %v, want [%s]", got, e.file)
+		}
+		cfg.Inputs = now
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new.cue"), []byte("package base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now, _ := Rehash(dir, cfg.Inputs.Dirs)
+	if got := Changed(cfg.Inputs, now); !reflect.DeepEqual(got, []string{"new.cue"}) {
+		t.Errorf("a new file: Changed got %v", got)
+	}
+}
+
+func TestSchemaCompiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "c.cue"), []byte("package c\nwidgets: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadWith(context.Background(), dir, Options{ForceCUE: true})
+	if err == nil || strings.Contains(err.Error(), "embedded schema") {
+		t.Fatalf("got %v, want a schema violation from a compiled schema", err)
+	}
+	if !strings.HasPrefix(string(Export()), "// Code generated by nlx schema export") || !strings.Contains(string(Export()), "#Config:") {
+		t.Error("Export does not carry the schema")
+	}
+}
+
+func TestSymlinkInSkillRefused(t *testing.T) {
+	dir := copyTree(t, "testdata/base")
+	if err := os.Symlink("/etc/hostname", filepath.Join(dir, "skills/team-notes/leak")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(context.Background(), dir)
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("got %v, want a refusal of the symbolic link", err)
+	}
+}
