@@ -168,7 +168,7 @@ func TestBadConfigs(t *testing.T) {
 			code:  CodeInvalidName, msg: `invalid job name "Digest_Job"`, at: `jobs.cue:Digest_Job`,
 		},
 		{
-			name:  "unknown field",
+			name: "unknown field",
 			edits: []edit{{"workspaces.cue", `	team:      "core"`, `	team:      "core"
 	colour:    "red"`}},
 			code: CodeSchema, msg: "field not allowed", at: `workspaces.cue:"red"`, path: "workspaces.core.colour",
@@ -190,14 +190,14 @@ func TestBadConfigs(t *testing.T) {
 			code:  CodeDanglingReference, msg: `no workspace "gone"`, at: `connections.cue:"gone"`,
 		},
 		{
-			name:  "dangling provider",
+			name: "dangling provider",
 			edits: []edit{{"connections.cue", `provider:       "codex"
 	billing:        "subscription"`, `provider:       "claude"
 	billing:        "subscription"`}},
 			code: CodeDanglingReference, msg: `no provider "claude"`, at: `connections.cue:"claude"`,
 		},
 		{
-			name:  "personal connection on team job",
+			name: "personal connection on team job",
 			edits: []edit{{"connections.cue", "", `connections: "ben-codex": {
 	owner:          "ben"
 	scope:          "personal"
@@ -236,7 +236,7 @@ func TestBadConfigs(t *testing.T) {
 			code:  CodeOwnerRequired, msg: "needs an owner", at: `workspaces.cue:"personal"`,
 		},
 		{
-			name:  "job policy wider than workspace",
+			name: "job policy wider than workspace",
 			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
 	policy:     "danger_full_access"`}},
 			code: CodePolicyWidening, msg: "wider than workspace", at: `jobs.cue:"danger_full_access"`,
