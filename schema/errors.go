@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -92,4 +93,63 @@ func (es Errors) dedupe() Errors {
 		out = append(out, e)
 	}
 	return out
+}
+
+var (
+	reEmptyDisjunction = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
+	reConflict         = regexp.MustCompile(`^conflicting values (.+) and (.+)$`)
+)
+
+// mergeDisjunctions turns CUE's "N errors in empty disjunction" followed by
+// one "conflicting values A and X" per allowed value into one error saying
+// which value was given and which are allowed.
+func (es Errors) mergeDisjunctions() Errors {
+	type key struct {
+		file      string
+		line, col int
+		path      string
+	}
+	groups := map[key][]*Error{}
+	for _, e := range es {
+		k := key{e.Pos.Filename, e.Pos.Line, e.Pos.Column, e.Path}
+		groups[k] = append(groups[k], e)
+	}
+	out := es[:0]
+	done := map[key]bool{}
+	for _, e := range es {
+		k := key{e.Pos.Filename, e.Pos.Line, e.Pos.Column, e.Path}
+		if done[k] {
+			continue
+		}
+		if m, ok := mergeGroup(groups[k]); ok {
+			done[k] = true
+			out = append(out, m)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func mergeGroup(g []*Error) (*Error, bool) {
+	if len(g) < 3 || !reEmptyDisjunction.MatchString(g[0].Msg) {
+		return nil, false
+	}
+	var allowed []string
+	given := ""
+	for _, e := range g[1:] {
+		m := reConflict.FindStringSubmatch(e.Msg)
+		if m == nil {
+			return nil, false
+		}
+		// CUE names the allowed value first and the given one second.
+		if given != "" && m[2] != given {
+			return nil, false
+		}
+		given = m[2]
+		allowed = append(allowed, m[1])
+	}
+	merged := *g[0]
+	merged.Msg = fmt.Sprintf("%s is not allowed; want one of %s", given, strings.Join(allowed, ", "))
+	return &merged, true
 }

@@ -99,7 +99,7 @@ type loader struct {
 
 func (l *loader) result() error {
 	l.errs.sort()
-	return l.errs.dedupe()
+	return l.errs.dedupe().mergeDisjunctions()
 }
 
 func (l *loader) add(pos token.Position, path, code, format string, args ...any) {

@@ -55,7 +55,12 @@ func newStateListCmd(a *app) *cobra.Command {
 				for _, r := range rows {
 					items = append(items, item{r.Address, string(r.Kind), r.Name, r.Status, r.Serial, r.Hash})
 				}
-				data, _ := json.Marshal(map[string]any{"format_version": 1, "lineage": lineage, "serial": serial, "resources": items})
+				data, _ := json.Marshal(struct {
+					FormatVersion int    `json:"format_version"`
+					Lineage       string `json:"lineage"`
+					Serial        int64  `json:"serial"`
+					Resources     []item `json:"resources"`
+				}{1, lineage, serial, items})
 				fmt.Fprintln(a.io.Out, string(data))
 				return nil
 			}

@@ -40,9 +40,13 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 				total += n
 			}
 			if output == "json" {
-				data, _ := json.Marshal(map[string]any{
-					"format_version": 1, "valid": true, "resources": total, "kinds": counts, "config_hash": cfg.Inputs.Hash,
-				})
+				data, _ := json.Marshal(struct {
+					FormatVersion int            `json:"format_version"`
+					Valid         bool           `json:"valid"`
+					Resources     int            `json:"resources"`
+					Kinds         map[string]int `json:"kinds"`
+					ConfigHash    string         `json:"config_hash"`
+				}{1, true, total, counts, cfg.Inputs.Hash})
 				fmt.Fprintln(a.io.Out, string(data))
 				return nil
 			}

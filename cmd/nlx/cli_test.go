@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/nlx-dev/nlx/reconcile/state"
+)
+
+// binDir holds the nlx binary the scripts run: built once with go build,
+// with the nlxfault tag so scripts can stop it at named points.
+var binDir string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "nlx-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	build := exec.Command("go", "build", "-tags", "nlxfault", "-o", filepath.Join(dir, "nlx"), ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build nlx:", err)
+		return 1
+	}
+	binDir = dir
+	return m.Run()
+}
+
+func TestScripts(t *testing.T) {
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			env.Setenv("EXAMPLES", examples)
+			env.Setenv("NLX_ACTOR", "ci")
+			env.Setenv("NO_COLOR", "1")
+			// Every script gets its own state unless it says otherwise.
+			env.Setenv("NLX_STATE", filepath.Join(env.WorkDir, "state", "state.db"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"status":   cmdStatus,
+			"cpdir":    cmdCpdir,
+			"replace":  cmdReplace,
+			"waitlock": cmdWaitlock,
+		},
+	})
+}
+
+// status N PROG ARGS... runs PROG and requires exit code N; stdout and
+// stderr are kept for the next stdout/stderr checks.
+func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: status CODE PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("status: %v", err)
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("status: %v", err)
+		}
+		got = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			got = 128 + int(ws.Signal()) // as a shell reports it
+		}
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cpdir SRC DST copies a directory tree.
+func cmdCpdir(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: cpdir SRC DST")
+	}
+	src, dst := ts.MkAbs(args[0]), ts.MkAbs(args[1])
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	ts.Check(err)
+}
+
+// replace FILE OLD NEW replaces the first OLD in FILE, which must hold it.
+// OLD and NEW may use \n and \t.
+func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: replace FILE OLD NEW")
+	}
+	unescape := strings.NewReplacer(`\n`, "\n", `\t`, "\t").Replace
+	file := ts.MkAbs(args[0])
+	data, err := os.ReadFile(file)
+	ts.Check(err)
+	old, repl := unescape(args[1]), unescape(args[2])
+	if !strings.Contains(string(data), old) {
+		ts.Fatalf("%s does not contain %q", args[0], old)
+	}
+	ts.Check(os.WriteFile(file, []byte(strings.Replace(string(data), old, repl, 1)), 0o644))
+}
+
+// waitlock STATE waits until some process holds the state lock.
+func cmdWaitlock(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitlock STATE")
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{MustExist: true})
+		if err == nil {
+			h, err := db.LockHolder(ctx)
+			db.Close()
+			if err == nil && h != nil {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("nobody took the lock of %s", args[0])
+}
