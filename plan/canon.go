@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -12,6 +13,10 @@ import (
 // gives (TestCanonicalMatchesEncodingJSON holds the two together), written
 // by hand because encoding/json re-validates every json.RawMessage and a
 // 14,000-change plan holds hundreds of thousands of them.
+//
+// Raw values are copied when they are already compact (they are: nlx makes
+// them with JSON, and Read compacts a file before decoding it); any other is
+// compacted here, so the encoding never depends on whitespace.
 func canonical(p *Plan) ([]byte, error) {
 	small := func(b []byte, v any) ([]byte, error) {
 		data, err := JSON(v)
@@ -40,7 +45,9 @@ func canonical(p *Plan) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendChange(b, &p.Changes[i])
+			if b, err = appendChange(b, &p.Changes[i]); err != nil {
+				return nil, fmt.Errorf("change %s: %w", p.Changes[i].Address, err)
+			}
 		}
 		b = append(b, ']')
 	}
@@ -53,7 +60,8 @@ func canonical(p *Plan) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func appendChange(b []byte, c *Change) []byte {
+func appendChange(b []byte, c *Change) ([]byte, error) {
+	var err error
 	b = append(b, `{"address":`...)
 	b = appendString(b, c.Address)
 	b = append(b, `,"kind":`...)
@@ -92,11 +100,15 @@ func appendChange(b []byte, c *Change) []byte {
 			b = appendString(b, d.Path)
 			if len(d.Before) > 0 {
 				b = append(b, `,"before":`...)
-				b = append(b, d.Before...)
+				if b, err = appendRaw(b, d.Before); err != nil {
+					return nil, err
+				}
 			}
 			if len(d.After) > 0 {
 				b = append(b, `,"after":`...)
-				b = append(b, d.After...)
+				if b, err = appendRaw(b, d.After); err != nil {
+					return nil, err
+				}
 			}
 			if d.ForcesReplace {
 				b = append(b, `,"forces_replacement":true`...)
@@ -106,17 +118,53 @@ func appendChange(b []byte, c *Change) []byte {
 		b = append(b, ']')
 	}
 	b = append(b, `,"before":`...)
-	b = appendRaw(b, c.Before)
+	if b, err = appendRaw(b, c.Before); err != nil {
+		return nil, err
+	}
 	b = append(b, `,"after":`...)
-	b = appendRaw(b, c.After)
-	return append(b, '}')
+	if b, err = appendRaw(b, c.After); err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
 }
 
-func appendRaw(b []byte, raw json.RawMessage) []byte {
+// appendRaw appends a raw JSON value in compact form; empty means null.
+func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
-		return append(b, "null"...)
+		return append(b, "null"...), nil
 	}
-	return append(b, raw...)
+	if isCompact(raw) {
+		return append(b, raw...), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return append(b, buf.Bytes()...), nil
+}
+
+// isCompact reports whether raw has no whitespace outside its strings: a
+// scan, far cheaper than json.Compact on the common, compact case.
+func isCompact(raw []byte) bool {
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ', c == '\t', c == '\n', c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 const hexDigits = "0123456789abcdef"
@@ -174,38 +222,30 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// compactRaw rewrites every raw JSON value of p in compact form, so that a
-// plan read from a file hashes as the one that was written, whatever
-// whitespace the file holds.
-func compactRaw(p *Plan) error {
-	var buf bytes.Buffer
-	fix := func(raw *json.RawMessage) error {
-		if len(*raw) == 0 {
+// checkUTF8 refuses text that is not UTF-8: JSON would carry it as U+FFFD,
+// and a plan must say exactly what it was made from.
+func checkUTF8(p *Plan) error {
+	bad := func(what, s string) error {
+		if utf8.ValidString(s) {
 			return nil
 		}
-		buf.Reset()
-		if err := json.Compact(&buf, *raw); err != nil {
-			return err
-		}
-		if !bytes.Equal(buf.Bytes(), *raw) {
-			*raw = append(json.RawMessage(nil), buf.Bytes()...)
-		}
-		return nil
+		return fmt.Errorf("%s %q is not valid UTF-8; nlx plans hold UTF-8 text only", what, s)
 	}
-	for i := range p.Changes {
-		c := &p.Changes[i]
-		for _, raw := range []*json.RawMessage{&c.Before, &c.After} {
-			if err := fix(raw); err != nil {
-				return fmt.Errorf("change %s: %w", c.Address, err)
-			}
+	errs := []error{bad("nlx version", p.NlxVersion), bad("lineage", p.State.Lineage), bad("config directory", p.Inputs.ConfigDir)}
+	for _, f := range p.Inputs.Files {
+		errs = append(errs, bad("config file name", f.Path))
+	}
+	for _, d := range p.Inputs.Dirs {
+		errs = append(errs, bad("config directory", d))
+	}
+	for _, c := range p.Changes {
+		errs = append(errs, bad("address", c.Address))
+		for _, r := range c.Risks {
+			errs = append(errs, bad("risk", r.Code+" "+r.Reason))
 		}
-		for j := range c.Diff {
-			for _, raw := range []*json.RawMessage{&c.Diff[j].Before, &c.Diff[j].After} {
-				if err := fix(raw); err != nil {
-					return fmt.Errorf("change %s: %w", c.Address, err)
-				}
-			}
+		for _, d := range c.Diff {
+			errs = append(errs, bad("field path", d.Path))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/nlx-dev/nlx/schema"
 	"io"
 	"os"
 )
@@ -46,6 +47,9 @@ func JSON(v any) ([]byte, error) {
 // Encode fills p.PlanHash and returns the plan file's bytes: the canonical
 // encoding, which is also what the hash is taken over with PlanHash empty.
 func Encode(p *Plan) ([]byte, error) {
+	if err := checkUTF8(p); err != nil {
+		return nil, fmt.Errorf("encode plan: %w", err)
+	}
 	p.PlanHash = ""
 	canon, err := canonical(p)
 	if err != nil {
@@ -101,16 +105,22 @@ func ReadFile(path string) (*Plan, error) {
 }
 
 // Read decodes a plan file and verifies its version, its shape and its hash.
-// Unknown fields are refused: a plan is evidence, not a loose document.
+// The file must be the canonical encoding (whitespace aside): unknown,
+// repeated, reordered or differently cased keys are refused, so what a
+// reviewer reads in the file is what apply does.
 func Read(r io.Reader) (*Plan, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
+	}
 	var probe struct {
 		FormatVersion *int `json:"format_version"`
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
+	if err := json.Unmarshal(compact.Bytes(), &probe); err != nil {
 		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
 	}
 	if probe.FormatVersion == nil {
@@ -119,24 +129,27 @@ func Read(r io.Reader) (*Plan, error) {
 	if *probe.FormatVersion != FormatVersion {
 		return nil, Refusef(CodeUnknownFormat, "plan format_version %d is not supported (this nlx reads %d)", *probe.FormatVersion, FormatVersion)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
 	dec.DisallowUnknownFields()
 	var p Plan
 	if err := dec.Decode(&p); err != nil {
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
 	}
-	if dec.More() {
-		return nil, Refusef(CodeInvalidPlan, "plan file: data after the plan")
-	}
-	if err := compactRaw(&p); err != nil {
-		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
-	}
-	want, err := Hash(&p)
+	c := p
+	c.PlanHash = ""
+	canon, err := canonical(&c)
 	if err != nil {
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
 	}
-	if p.PlanHash != want {
+	sum := sha256.Sum256(canon)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); p.PlanHash != want {
 		return nil, Refusef(CodePlanHashMismatch, "plan file content does not match its plan_hash %s; it was changed after nlx wrote it", p.PlanHash)
+	}
+	// The hash holds; now the bytes must be exactly the canonical ones.
+	const tail = `"plan_hash":""}`
+	expect := append(canon[:len(canon)-len(tail):len(canon)-len(tail)], `"plan_hash":"`+p.PlanHash+`"}`...)
+	if !bytes.Equal(compact.Bytes(), expect) {
+		return nil, Refusef(CodeInvalidPlan, "plan file is not in canonical form (repeated, reordered or extra keys); nlx does not write such files")
 	}
 	if err := p.validate(); err != nil {
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
@@ -154,6 +167,9 @@ func (p *Plan) validate() error {
 		}
 		if c.Kind.Rank() < 0 {
 			return fmt.Errorf("change %d: unknown kind %q", i, c.Kind)
+		}
+		if !schema.ValidName(c.Name) {
+			return fmt.Errorf("change %d: invalid name %q", i, c.Name)
 		}
 		if c.Address != string(c.Kind)+"."+c.Name {
 			return fmt.Errorf("change %d: address %q does not match kind %q and name %q", i, c.Address, c.Kind, c.Name)

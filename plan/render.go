@@ -164,47 +164,66 @@ func (v View) markdown(w *bufio.Writer, p *Plan) {
 	if limit <= 0 {
 		limit = 60000
 	}
+	footer := fmt.Sprintf("\n<sub>state `%s` serial %d · config `%s` · plan `%s`</sub>\n",
+		orNone(p.State.Lineage), p.State.Serial, short(p.Inputs.ConfigHash), short(p.PlanHash))
 	var b strings.Builder
 	s := p.Summary
 	if p.Empty() {
-		fmt.Fprintf(&b, "#### nlx plan: no changes\n\nThe state matches the configuration.\n")
-	} else {
-		fmt.Fprintf(&b, "#### nlx plan: %d to add, %d to change, %d to destroy\n\n", s.Add, s.Change, s.Destroy)
-		risky := 0
-		for _, c := range p.Changes {
-			if len(c.Risks) > 0 {
-				risky++
-			}
-		}
-		if risky > 0 {
-			fmt.Fprintf(&b, "**%d change(s) need a named approver before apply.**\n\n", risky)
-		}
-		b.WriteString("| | Resource | Action | Risks |\n|:-:|---|---|---|\n")
-		var details strings.Builder
-		shown := 0
-		for _, c := range p.Changes {
-			row := fmt.Sprintf("| `%s` | `%s` | %s | %s |\n", c.Action.Symbol(), c.Address, c.Action, mdRisks(c.Risks))
-			block := mdDetail(c)
-			// Keep room for the footer and the truncation note.
-			if b.Len()+len(row)+details.Len()+len(block)+600 > limit {
-				break
-			}
-			b.WriteString(row)
-			details.WriteString(block)
-			shown++
-		}
-		if shown < len(p.Changes) {
-			fmt.Fprintf(&b, "\n_%d more change(s) not shown; run `nlx show` on the plan file for all of them._\n", len(p.Changes)-shown)
-		}
-		if details.Len() > 0 {
-			b.WriteString("\n<details><summary>Field changes</summary>\n\n```diff\n")
-			b.WriteString(details.String())
-			b.WriteString("```\n\n</details>\n")
+		b.WriteString("#### nlx plan: no changes\n\nThe state matches the configuration.\n")
+		w.WriteString(b.String() + footer)
+		return
+	}
+	fmt.Fprintf(&b, "#### nlx plan: %d to add, %d to change, %d to destroy\n\n", s.Add, s.Change, s.Destroy)
+	risky := 0
+	for _, c := range p.Changes {
+		if len(c.Risks) > 0 {
+			risky++
 		}
 	}
-	fmt.Fprintf(&b, "\n<sub>state `%s` serial %d · config `%s` · plan `%s`</sub>\n",
-		orNone(p.State.Lineage), p.State.Serial, short(p.Inputs.ConfigHash), short(p.PlanHash))
-	w.WriteString(b.String())
+	if risky > 0 {
+		fmt.Fprintf(&b, "**%d change(s) need a named approver before apply.**\n\n", risky)
+	}
+	b.WriteString("| | Resource | Action | Risks |\n|:-:|---|---|---|\n")
+	var details strings.Builder
+	shown := 0
+	// Room for the footer, the truncation note and the code block's frame.
+	reserve := len(footer) + 300
+	for _, c := range p.Changes {
+		row := fmt.Sprintf("| `%s` | `%s` | %s | %s |\n", c.Action.Symbol(), c.Address, c.Action, mdRisks(c.Risks))
+		block := mdDetail(c)
+		if b.Len()+len(row)+details.Len()+len(block)+reserve > limit {
+			break
+		}
+		b.WriteString(row)
+		details.WriteString(block)
+		shown++
+	}
+	if shown < len(p.Changes) {
+		fmt.Fprintf(&b, "\n_%d more change(s) not shown; run `nlx show` on the plan file for all of them._\n", len(p.Changes)-shown)
+	}
+	if details.Len() > 0 {
+		// A fence longer than any run of backticks inside cannot be closed
+		// by a value or a key.
+		fence := strings.Repeat("`", max(3, longestRun(details.String(), '`')+1))
+		b.WriteString("\n<details><summary>Field changes</summary>\n\n" + fence + "diff\n")
+		b.WriteString(details.String())
+		b.WriteString(fence + "\n\n</details>\n")
+	}
+	w.WriteString(b.String() + footer)
+}
+
+// longestRun returns the length of the longest run of c in s.
+func longestRun(s string, c byte) int {
+	longest, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return longest
 }
 
 func mdRisks(rs []Risk) string {
@@ -227,7 +246,7 @@ func mdDetail(c Change) string {
 		if d.ForcesReplace {
 			suffix = "  # forces replacement"
 		}
-		fmt.Fprintf(&b, "%s   %s = %s%s\n", mark, d.Path, strings.ReplaceAll(val, "```", "'''"), suffix)
+		fmt.Fprintf(&b, "%s   %s = %s%s\n", mark, d.Path, val, suffix)
 	}
 	return b.String()
 }
