@@ -16,7 +16,8 @@ import (
 // Identity names one process on one host during one boot.
 type Identity struct {
 	PID   int    `json:"pid"`
-	Start string `json:"start"` // clock ticks since boot, as in /proc/PID/stat
+	Start string `json:"start"`  // clock ticks since boot, as in /proc/PID/stat
+	PidNS string `json:"pid_ns"` // the pid namespace, as /proc/self/ns/pid names it
 	Boot  string `json:"boot_id"`
 	Host  string `json:"host"`
 	User  string `json:"user"`
@@ -35,6 +36,9 @@ func Self() (Identity, error) {
 	}
 	if id.Boot, err = BootID(); err != nil {
 		return id, err
+	}
+	if id.PidNS, err = os.Readlink("/proc/self/ns/pid"); err != nil {
+		return id, fmt.Errorf("read pid namespace: %w", err)
 	}
 	if id.Host, err = os.Hostname(); err != nil {
 		return id, fmt.Errorf("hostname: %w", err)
@@ -84,7 +88,8 @@ func BootID() (string, error) {
 
 // Gone reports whether the process id named is proven not to run any more:
 // same host and boot with the pid absent or started at another time, or the
-// same host after a reboot. A process on another host is never proven gone.
+// same host after a reboot. A process on another host, or in another pid
+// namespace (another container on this host), is never proven gone.
 func Gone(id Identity) (bool, error) {
 	self, err := Self()
 	if err != nil {
@@ -95,6 +100,9 @@ func Gone(id Identity) (bool, error) {
 	}
 	if id.Boot != self.Boot {
 		return true, nil
+	}
+	if id.PidNS != self.PidNS {
+		return false, nil
 	}
 	start, err := StartTime(id.PID)
 	if errors.Is(err, ErrNoProcess) {

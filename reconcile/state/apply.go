@@ -135,8 +135,8 @@ func (db *DB) Lock(ctx context.Context, operation string) (*reconcile.Lock, erro
 				return fmt.Errorf("take over lock: %w", err)
 			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO locks (id, lock_id, operation, pid, pid_start, boot_id, host, user, acquired_at)
-			VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)`, id, operation, self.PID, self.Start, self.Boot, self.Host, self.User, db.stamp())
+		_, err = tx.ExecContext(ctx, `INSERT INTO locks (id, lock_id, operation, pid, pid_start, pid_ns, boot_id, host, user, acquired_at)
+			VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, id, operation, self.PID, self.Start, self.PidNS, self.Boot, self.Host, self.User, db.stamp())
 		if err != nil {
 			return fmt.Errorf("take lock: %w", err)
 		}
@@ -170,8 +170,8 @@ func (db *DB) LockHolder(ctx context.Context) (*reconcile.Holder, error) {
 func holder(ctx context.Context, tx *sql.Tx) (*reconcile.Holder, error) {
 	var h reconcile.Holder
 	var at string
-	err := tx.QueryRowContext(ctx, `SELECT lock_id, operation, pid, pid_start, boot_id, host, user, acquired_at FROM locks WHERE id = 1`).
-		Scan(&h.LockID, &h.Operation, &h.Process.PID, &h.Process.Start, &h.Process.Boot, &h.Process.Host, &h.Process.User, &at)
+	err := tx.QueryRowContext(ctx, `SELECT lock_id, operation, pid, pid_start, pid_ns, boot_id, host, user, acquired_at FROM locks WHERE id = 1`).
+		Scan(&h.LockID, &h.Operation, &h.Process.PID, &h.Process.Start, &h.Process.PidNS, &h.Process.Boot, &h.Process.Host, &h.Process.User, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -221,8 +221,8 @@ func (db *DB) BeginApply(ctx context.Context, lockID, planHash, actor, lineage s
 		if _, err := tx.ExecContext(ctx, `UPDATE lineage SET serial = serial + 1 WHERE id = 1`); err != nil {
 			return fmt.Errorf("bump serial: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO applies (plan_hash, actor, serial_before, serial_after, started_at, status) VALUES (?, ?, ?, ?, ?, 'running')`,
-			planHash, actor, serial, serial+1, db.stamp())
+		res, err := tx.ExecContext(ctx, `INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')`,
+			planHash, lockID, actor, serial, serial+1, db.stamp())
 		if err != nil {
 			return fmt.Errorf("record apply: %w", err)
 		}
@@ -235,9 +235,26 @@ func (db *DB) BeginApply(ctx context.Context, lockID, planHash, actor, lineage s
 	return id, serial + 1, nil
 }
 
+// stillLocked refuses to write for an apply whose lock was released or
+// taken over since it began: never two writers.
+func stillLocked(ctx context.Context, tx *sql.Tx, applyID int64) error {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM applies a JOIN locks l ON l.lock_id = a.lock_id WHERE a.id = ?`, applyID).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("check lock: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: the lock of apply %d was released or taken over", ErrNotLocked, applyID)
+	}
+	return nil
+}
+
 // Intend implements reconcile.Store: one transaction for the batch.
 func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
+		if err := stillLocked(ctx, tx, applyID); err != nil {
+			return err
+		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'intended', ?)`)
 		if err != nil {
 			return fmt.Errorf("journal: %w", err)
@@ -257,11 +274,17 @@ func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) 
 // apply's count, in one transaction.
 func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
+		if err := stillLocked(ctx, tx, applyID); err != nil {
+			return err
+		}
 		at := db.stamp()
+		// An update keeps the resource's status (a held import stays held);
+		// a replace makes a new resource, active.
 		upsert, err := tx.PrepareContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
 			VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
 			ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
-				serial = excluded.serial, updated_at = excluded.updated_at`)
+				serial = excluded.serial, updated_at = excluded.updated_at,
+				status = CASE WHEN ? THEN 'active' ELSE resources.status END`)
 		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
@@ -278,10 +301,13 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 		defer journal.Close()
 		for i := range changes {
 			c := &changes[i]
+			if c.Action != plan.Delete && (len(c.After) == 0 || string(c.After) == "null") {
+				return fmt.Errorf("apply %s: no spec to %s", c.Address, c.Action)
+			}
 			if c.Action == plan.Delete {
 				_, err = del.ExecContext(ctx, c.Address)
 			} else {
-				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, []byte(c.After), reconcile.HashSpec(c.After), serial, at)
+				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), serial, at, c.Action == plan.Replace)
 			}
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", c.Address, err)

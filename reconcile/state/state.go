@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -116,11 +117,21 @@ func DefaultPath() (string, error) {
 	return filepath.Join(home, ".local", "state", "nlx", "state.db"), nil
 }
 
-func dsn(path string, extra string) string {
+// fileURI turns a path into the URI SQLite opens: escaped, so that a path
+// holding '?', '#' or '%' names that path and nothing else.
+func fileURI(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("state path %s: %w", path, err)
+	}
+	return "file:" + (&url.URL{Path: abs}).EscapedPath(), nil
+}
+
+func dsn(uri string, extra string) string {
 	// busy_timeout lets concurrent nlx processes queue for SQLite's write
 	// lock instead of failing; the state lock (locks table) is what keeps
 	// two applies apart.
-	return "file:" + path + "?_pragma=busy_timeout(15000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)" + extra
+	return uri + "?_pragma=busy_timeout(15000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)" + extra
 }
 
 // Open opens the state at path, creating it (and its directory) on first
@@ -134,6 +145,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state migrations: %w", err)
 	}
+	uri, err := fileURI(path)
+	if err != nil {
+		return nil, err
+	}
 	_, statErr := os.Stat(path)
 	switch {
 	case errors.Is(statErr, os.ErrNotExist) && opts.MustExist:
@@ -145,16 +160,20 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	case statErr != nil:
 		return nil, fmt.Errorf("state %s: %w", path, statErr)
 	default:
-		if err := checkVersion(ctx, path, len(ms)); err != nil {
+		if err := checkVersion(ctx, path, uri, len(ms)); err != nil {
 			return nil, err
 		}
 	}
-	wdb, err := sql.Open("sqlite", dsn(path, "&_pragma=journal_mode(WAL)&_txlock=immediate"))
+	wdb, err := sql.Open("sqlite", dsn(uri, "&_txlock=immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open state %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	rdb, err := sql.Open("sqlite", dsn(path, ""))
+	if err := walMode(ctx, wdb); err != nil {
+		wdb.Close()
+		return nil, fmt.Errorf("state %s: %w", path, err)
+	}
+	rdb, err := sql.Open("sqlite", dsn(uri, ""))
 	if err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open state %s: %w", path, err)
@@ -167,10 +186,42 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	return db, nil
 }
 
+// walMode switches the file to write-ahead logging (which persists in the
+// file). SQLite does not wait on a busy file for this switch, so concurrent
+// first uses retry it.
+func walMode(ctx context.Context, db *sql.DB) error {
+	var err error
+	for attempt := 0; attempt < 200; attempt++ {
+		var mode string
+		if err = db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err == nil {
+			if mode != "wal" {
+				return fmt.Errorf("journal mode is %s, want wal", mode)
+			}
+			return nil
+		}
+		if !strings.Contains(err.Error(), "SQLITE_BUSY") && !strings.Contains(err.Error(), "database is locked") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("set WAL mode: %w", err)
+}
+
 // checkVersion reads the schema version of an existing file through a
-// read-only connection, so that a newer state is never touched.
-func checkVersion(ctx context.Context, path string, support int) error {
-	ro, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(15000)")
+// read-only connection, so that a newer state is never touched. Without a
+// -wal file beside it the file is opened immutable: a read-only connection
+// to a WAL database would otherwise create -wal and -shm files it cannot
+// remove.
+func checkVersion(ctx context.Context, path, uri string, support int) error {
+	params := "?mode=ro&_pragma=busy_timeout(15000)"
+	if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
+		params += "&immutable=1"
+	}
+	ro, err := sql.Open("sqlite", uri+params)
 	if err != nil {
 		return fmt.Errorf("open state %s: %w", path, err)
 	}

@@ -22,6 +22,7 @@ CREATE TABLE resources (
 CREATE TABLE applies (
 	id            INTEGER PRIMARY KEY,
 	plan_hash     TEXT    NOT NULL,
+	lock_id       TEXT    NOT NULL, -- the lock the apply runs under
 	actor         TEXT    NOT NULL,
 	serial_before INTEGER NOT NULL,
 	serial_after  INTEGER NOT NULL,
@@ -52,6 +53,7 @@ CREATE TABLE locks (
 	operation   TEXT    NOT NULL,
 	pid         INTEGER NOT NULL,
 	pid_start   TEXT    NOT NULL,
+	pid_ns      TEXT    NOT NULL, -- a pid means nothing outside its namespace
 	boot_id     TEXT    NOT NULL,
 	host        TEXT    NOT NULL,
 	user        TEXT    NOT NULL,
