@@ -255,61 +255,6 @@ func FieldDiff(kind schema.Kind, before, after json.RawMessage) ([]plan.FieldDif
 	return diff, nil
 }
 
-// leaves flattens a spec into path -> canonical JSON of the leaf value.
-func leaves(spec json.RawMessage) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
-	if len(spec) == 0 || string(spec) == "null" {
-		return out, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(spec))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
-	}
-	err := flatten("", v, out)
-	return out, err
-}
-
-func flatten(prefix string, v any, out map[string]json.RawMessage) error {
-	switch x := v.(type) {
-	case map[string]any:
-		if len(x) == 0 && prefix != "" {
-			out[prefix] = json.RawMessage("{}")
-			return nil
-		}
-		for k, e := range x {
-			p := k
-			switch {
-			case !plainKey(k):
-				p = prefix + "[" + strconv.Quote(k) + "]"
-			case prefix != "":
-				p = prefix + "." + k
-			}
-			if err := flatten(p, e, out); err != nil {
-				return err
-			}
-		}
-		return nil
-	case []any:
-		if !hasObject(x) {
-			break
-		}
-		for i, e := range x {
-			if err := flatten(prefix+"["+strconv.Itoa(i)+"]", e, out); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	b, err := leafJSON(v)
-	if err != nil {
-		return err
-	}
-	out[prefix] = b
-	return nil
-}
-
 // leafJSON is plan.JSON for one leaf, with a fast path for the common
 // scalars (a large plan has hundreds of thousands of leaves).
 func leafJSON(v any) ([]byte, error) {
@@ -339,15 +284,6 @@ func plainASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-func hasObject(l []any) bool {
-	for _, e := range l {
-		if _, ok := e.(map[string]any); ok {
-			return true
-		}
-	}
-	return false
 }
 
 // plainKey reports whether a map key can stand in a dotted path unquoted.

@@ -1,0 +1,169 @@
+// Command bench measures nlx against its peers in one run and prints ratios:
+// `make bench` runs it. Wall times and peak RSS come from whole processes,
+// each the median of several rounds, peers and nlx interleaved so that a
+// busy machine slows both alike.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nlx-dev/nlx/internal/testgen"
+)
+
+func main() {
+	rounds := flag.Int("rounds", 7, "rounds per measurement (the median is reported)")
+	workspaces := flag.Int("workspaces", 2000, "workspaces in the generated fleet (each with 1 connection and 5 jobs)")
+	keep := flag.Bool("keep", false, "keep the work directory")
+	flag.Parse()
+	if err := run(context.Background(), *rounds, *workspaces, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// sample is one process run.
+type sample struct {
+	wall time.Duration
+	rss  int64 // KiB
+}
+
+type series []sample
+
+func (s series) median() sample {
+	walls := make([]time.Duration, len(s))
+	rss := make([]int64, len(s))
+	for i, x := range s {
+		walls[i], rss[i] = x.wall, x.rss
+	}
+	sort.Slice(walls, func(i, j int) bool { return walls[i] < walls[j] })
+	sort.Slice(rss, func(i, j int) bool { return rss[i] < rss[j] })
+	return sample{walls[len(s)/2], rss[len(s)/2]}
+}
+
+func run(ctx context.Context, rounds, workspaces int, keep bool) error {
+	work, err := os.MkdirTemp("", "nlx-bench-")
+	if err != nil {
+		return err
+	}
+	if keep {
+		fmt.Fprintln(os.Stderr, "work directory:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	cue, err := installCUE(ctx)
+	if err != nil {
+		return err
+	}
+	nlx := filepath.Join(work, "nlx")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nlx, "./cmd/nlx").CombinedOutput(); err != nil {
+		return fmt.Errorf("build nlx: %v\n%s", err, out)
+	}
+	fleet := testgen.Fleet{Workspaces: workspaces, JobsPerSpace: 5}
+	cfg := filepath.Join(work, "fleet")
+	if err := fleet.Write(cfg); err != nil {
+		return err
+	}
+	fmt.Printf("fleet: %d resources (%d workspaces, %d connections, %d jobs, 2 providers) in %s\n",
+		fleet.Resources(), workspaces, workspaces, workspaces*5, cfg)
+	fmt.Printf("peer: %s\n\n", cue)
+
+	var cueExport, plan0, apply, plan1 series
+	for r := 0; r < rounds; r++ {
+		st := filepath.Join(work, fmt.Sprintf("round%d", r), "state.db")
+		planFile := filepath.Join(work, fmt.Sprintf("round%d", r), "plan.json")
+		steps := []struct {
+			into *series
+			cmd  *exec.Cmd
+		}{
+			{&cueExport, exec.CommandContext(ctx, cue, "export", ".")},
+			{&plan0, exec.CommandContext(ctx, nlx, "--state", st, "plan", ".", "--out", planFile)},
+			{&apply, exec.CommandContext(ctx, nlx, "--state", st, "apply", planFile)},
+			{&plan1, exec.CommandContext(ctx, nlx, "--state", st, "plan", ".", "--detailed-exitcode")},
+		}
+		for _, s := range steps {
+			s.cmd.Dir = cfg
+			x, err := measure(s.cmd)
+			if err != nil {
+				return err
+			}
+			*s.into = append(*s.into, x)
+		}
+		fmt.Fprintf(os.Stderr, "round %d/%d done\n", r+1, rounds)
+	}
+	c, p0, a, p1 := cueExport.median(), plan0.median(), apply.median(), plan1.median()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "measurement\tnlx\tcue export\tratio\ttarget\t")
+	row := func(name string, got, peer float64, unit string, target float64) {
+		ratio := got / peer
+		verdict := "ok"
+		if ratio > target {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%.3g %s\t%.3g %s\t%.2f\t<= %.1f %s\t\n", name, got, unit, peer, unit, ratio, target, verdict)
+	}
+	row("plan, empty state: wall", p0.wall.Seconds(), c.wall.Seconds(), "s", 1.2)
+	row("plan, empty state: peak RSS", float64(p0.rss)/1024, float64(c.rss)/1024, "MiB", 1.2)
+	row("apply of that plan: wall", a.wall.Seconds(), c.wall.Seconds(), "s", 1.0)
+	row("plan, no changes: wall", p1.wall.Seconds(), c.wall.Seconds(), "s", 1.2)
+	tw.Flush()
+	fmt.Printf("\nmedians of %d rounds; apply peak RSS %.0f MiB; no-change plan peak RSS %.0f MiB\n", rounds, float64(a.rss)/1024, float64(p1.rss)/1024)
+	return nil
+}
+
+// measure runs cmd to completion and returns its wall time and peak RSS.
+func measure(cmd *exec.Cmd) (sample, error) {
+	var stderr bytes.Buffer
+	cmd.Stdout = nil // discarded, as > /dev/null
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	wall := time.Since(start)
+	if err != nil && cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 2 && strings.Contains(strings.Join(cmd.Args, " "), "--detailed-exitcode") {
+		return sample{}, fmt.Errorf("%s: the plan after apply has changes", strings.Join(cmd.Args, " "))
+	}
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, stderr.String())
+	}
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	var rss int64
+	if ru != nil {
+		rss = ru.Maxrss
+	}
+	return sample{wall, rss}, nil
+}
+
+// installCUE installs the cue command at the version go.mod requires, once,
+// into the module's own tool directory.
+func installCUE(ctx context.Context) (string, error) {
+	v, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Version}}", "cuelang.org/go").Output()
+	if err != nil {
+		return "", fmt.Errorf("find the cuelang.org/go version: %w", err)
+	}
+	version := strings.TrimSpace(string(v))
+	dir, err := filepath.Abs(filepath.Join(".bench", "cue-"+version))
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "cue")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	fmt.Fprintf(os.Stderr, "installing cue %s into %s\n", version, dir)
+	cmd := exec.CommandContext(ctx, "go", "install", "cuelang.org/go/cmd/cue@"+version)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("install cue %s: %v\n%s", version, err, out)
+	}
+	return bin, nil
+}
