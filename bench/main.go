@@ -61,6 +61,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool) error {
 	} else {
 		defer os.RemoveAll(work)
 	}
+	if err := goBenchmarks(ctx); err != nil {
+		return err
+	}
 	cue, err := installCUE(ctx)
 	if err != nil {
 		return err
@@ -118,6 +121,48 @@ func run(ctx context.Context, rounds, workspaces int, keep bool) error {
 	row("plan, no changes: wall", p1.wall.Seconds(), c.wall.Seconds(), "s", 1.2)
 	tw.Flush()
 	fmt.Printf("\nmedians of %d rounds; apply peak RSS %.0f MiB; no-change plan peak RSS %.0f MiB\n", rounds, float64(a.rss)/1024, float64(p1.rss)/1024)
+	return nil
+}
+
+// peers pairs each Go benchmark with the peer it is measured against.
+var peers = []struct{ bench, peer, what string }{
+	{"BenchmarkLoad/fast", "BenchmarkLoad/cue", "config load: fast path vs full CUE unification"},
+	{"BenchmarkEncode/canonical", "BenchmarkEncode/encoding-json", "plan encoding: canonical encoder vs encoding/json"},
+	{"BenchmarkLeaves/scan", "BenchmarkLeaves/decode", "field diff leaves: JSON scan vs decoding"},
+}
+
+// goBenchmarks runs the benchmarks next to the code and prints each one's
+// ratio to its peer.
+func goBenchmarks(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchtime", "5x", "-benchmem",
+		"./schema", "./plan", "./reconcile")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go test -bench: %v\n%s", err, out)
+	}
+	ns := map[string]float64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || f[3] != "ns/op" {
+			continue
+		}
+		fmt.Println(line)
+		name := f[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i] // drop the GOMAXPROCS suffix
+		}
+		var v float64
+		fmt.Sscan(f[2], &v)
+		ns[name] = v
+	}
+	fmt.Println()
+	for _, p := range peers {
+		if ns[p.bench] == 0 || ns[p.peer] == 0 {
+			return fmt.Errorf("benchmark %s or %s did not run", p.bench, p.peer)
+		}
+		fmt.Printf("%-55s %.2fx the peer's time\n", p.what, ns[p.bench]/ns[p.peer])
+	}
+	fmt.Println()
 	return nil
 }
 

@@ -1,0 +1,41 @@
+# nlx: build, test and measure. CI runs `make test` (see .ci/run).
+
+GO ?= go
+BIN ?= bin
+
+.PHONY: all build arm64 test check fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/nlx ./cmd/nlx
+
+# The Raspberry Pi binary: pure Go, no cgo.
+arm64:
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -o $(BIN)/nlx-linux-arm64 ./cmd/nlx
+
+# Every test, with the race detector; fuzz targets run their seed corpora.
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+# Formatting, vet and the arm64 cross-compile, as the pre-merge check does.
+check:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
+	$(GO) vet ./...
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/nlx
+
+# A short run of every fuzz target.
+fuzz:
+	$(GO) test ./schema -run '^$$' -fuzz FuzzLoad -fuzztime 30s
+	$(GO) test ./plan -run '^$$' -fuzz FuzzRead -fuzztime 30s
+	$(GO) test ./plan -run '^$$' -fuzz FuzzAppendString -fuzztime 30s
+	$(GO) test ./reconcile -run '^$$' -fuzz FuzzLeaves -fuzztime 30s
+
+# Benchmarks next to the code, then whole commands against `cue export`,
+# with ratios to the peers measured in the same run.
+bench:
+	$(GO) run ./bench
+
+clean:
+	rm -rf $(BIN) .bench
