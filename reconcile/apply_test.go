@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
@@ -36,21 +37,7 @@ func newFixture(t *testing.T) *fixture {
 
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	if err != nil {
+	if err := testgen.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,27 +9,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nlx-dev/nlx/internal/testgen"
 )
 
 // copyTree copies the directory src into a new temporary directory.
 func copyTree(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	if err != nil {
+	if err := testgen.CopyTree(src, dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
@@ -100,22 +101,7 @@ func cmdCpdir(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
 		ts.Fatalf("usage: cpdir SRC DST")
 	}
-	src, dst := ts.MkAbs(args[0]), ts.MkAbs(args[1])
-	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
-	})
-	ts.Check(err)
+	ts.Check(testgen.CopyTree(ts.MkAbs(args[0]), ts.MkAbs(args[1])))
 }
 
 // replace FILE OLD NEW replaces the first OLD in FILE, which must hold it.
