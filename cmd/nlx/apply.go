@@ -151,11 +151,21 @@ var pastTense = map[plan.Action]string{
 // after a partial failure alike.
 func printLedger(a *app, output string, l *reconcile.Ledger, applyErr error) {
 	if output == "json" {
+		type failure struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}
 		doc := struct {
 			FormatVersion int `json:"format_version"`
 			*reconcile.Ledger
-			Complete bool `json:"complete"`
-		}{1, l, applyErr == nil}
+			Complete bool     `json:"complete"`
+			Error    *failure `json:"error,omitempty"`
+		}{FormatVersion: 1, Ledger: l, Complete: applyErr == nil}
+		if applyErr != nil {
+			code, _ := classify(applyErr)
+			doc.Error = &failure{code, applyErr.Error()}
+			a.jsonReported = true // one document on stdout, not two
+		}
 		data, _ := json.Marshal(doc)
 		fmt.Fprintln(a.io.Out, string(data))
 		return

@@ -99,7 +99,7 @@ func (a *app) report(err error) ExitCode {
 		return ExitCode(st)
 	}
 	code, exit := classify(err)
-	if a.output == "json" {
+	if a.output == "json" && !a.jsonReported {
 		var doc errorDoc
 		doc.FormatVersion = 1
 		doc.Error.Code = code

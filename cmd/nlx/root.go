@@ -26,6 +26,8 @@ type app struct {
 	statePath string // --state
 	noColor   bool   // --no-color
 	output    string // the running command's --output, so errors match it
+	// jsonReported: the command already put its error in its JSON result.
+	jsonReported bool
 }
 
 // Main runs nlx with args and returns its exit code.

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newStateUnlockCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unlock LOCK_ID",
+		Short: "Release a state lock left by a run that is gone",
+		Long: `Unlock releases the state lock with the given id (shown by the run that was
+refused with state_locked). Use it only when the holder is gone: nlx takes
+over a lock by itself when it can prove the holder dead on this host.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			db, err := a.openState(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := db.Unlock(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.io.Out, "Released state lock %s.\n", args[0])
+			return nil
+		},
+	}
+}

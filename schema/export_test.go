@@ -1,0 +1,105 @@
+package schema
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/build"
+	"cuelang.org/go/cue/cuecontext"
+	cuejson "cuelang.org/go/encoding/json"
+)
+
+// exportedData is what `cue export DIR --out json` prints for a config.
+func exportedData(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	files, _, err := readPackage(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := build.NewContext().NewInstance(dir, nil)
+	for _, f := range files {
+		if err := inst.AddSyntax(f.file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := cuecontext.New().BuildInstance(inst).MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestExportedSchemaVetsData does what the documented check does,
+//
+//	cue export ./config --out json | cue vet -c -d '#Config' nlx_schema.cue json: -
+//
+// through the cue Go API: the exported file compiles on its own, accepts the
+// example and refuses what nlx refuses.
+func TestExportedSchemaVetsData(t *testing.T) {
+	ctx := cuecontext.New()
+	schemaVal := ctx.CompileBytes(Export(), cue.Filename("nlx_schema.cue"))
+	if err := schemaVal.Err(); err != nil {
+		t.Fatalf("the exported schema does not compile on its own: %v", err)
+	}
+	def := schemaVal.LookupPath(cue.ParsePath("#Config"))
+	vet := func(data map[string]any) error {
+		b, err := json.Marshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expr, err := cuejson.Extract("data.json", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def.Unify(ctx.BuildExpr(expr)).Validate(cue.Concrete(true))
+	}
+	tests := []struct {
+		name   string
+		mutate func(m map[string]any)
+		want   string // "" accepts
+	}{
+		{"the example as is", func(map[string]any) {}, ""},
+		{"wrong enum", func(m map[string]any) { conn(m, "alice-claude")["billing"] = "monthly" }, "billing: 2 errors in empty disjunction"},
+		{"missing billing", func(m map[string]any) { delete(conn(m, "alice-claude"), "billing") }, "billing: field is required"},
+		{"unknown field", func(m map[string]any) { conn(m, "alice-claude")["colour"] = "red" }, "colour: field not allowed"},
+		{"unknown kind", func(m map[string]any) { m["widgets"] = map[string]any{} }, "widgets: field not allowed"},
+		{"bad name", func(m map[string]any) {
+			jobs := m["jobs"].(map[string]any)
+			jobs["Nightly_Digest"] = jobs["nightly-digest"]
+		}, "field not allowed"},
+		{"raw secret", func(m map[string]any) { conn(m, "alice-claude")["secret"] = "sk-live-1" }, "secret"},
+		{"two schedules", func(m map[string]any) {
+			job(m, "alice-review-queue")["schedule"] = map[string]any{"every": "1h", "at": "2026-12-01T09:00:00Z"}
+		}, "matchN"},
+		{"cron without timezone", func(m map[string]any) {
+			job(m, "nightly-digest")["schedule"] = map[string]any{"cron": "0 7 * * *"}
+		}, "timezone: field is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := exportedData(t, "../examples/pi-team")
+			tt.mutate(m)
+			err := vet(m)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func conn(m map[string]any, name string) map[string]any {
+	return m["connections"].(map[string]any)[name].(map[string]any)
+}
+
+func job(m map[string]any, name string) map[string]any {
+	return m["jobs"].(map[string]any)[name].(map[string]any)
+}
