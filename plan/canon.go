@@ -27,6 +27,8 @@ func canonical(p *Plan) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(p.FormatVersion), 10)
 	b = append(b, `,"nlx_version":`...)
 	b = appendString(b, p.NlxVersion)
+	b = append(b, `,"actor":`...)
+	b = appendString(b, p.Actor)
 	b = append(b, `,"state":`...)
 	b, err := small(b, p.State)
 	if err != nil {
@@ -34,6 +36,10 @@ func canonical(p *Plan) ([]byte, error) {
 	}
 	b = append(b, `,"inputs":`...)
 	if b, err = small(b, p.Inputs); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"unknown_outcomes":`...)
+	if b, err = small(b, p.Unknowns); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"changes":`...)
@@ -71,22 +77,9 @@ func appendChange(b []byte, c *Change) ([]byte, error) {
 	b = append(b, `,"action":`...)
 	b = appendString(b, string(c.Action))
 	b = append(b, `,"risks":`...)
-	if c.Risks == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, r := range c.Risks {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"code":`...)
-			b = appendString(b, r.Code)
-			b = append(b, `,"reason":`...)
-			b = appendString(b, r.Reason)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b = appendRisks(b, c.Risks)
+	b = append(b, `,"refused":`...)
+	b = appendRisks(b, c.Refused)
 	b = append(b, `,"diff":`...)
 	if c.Diff == nil {
 		b = append(b, "null"...)
@@ -129,6 +122,24 @@ func appendChange(b []byte, c *Change) ([]byte, error) {
 }
 
 // appendRaw appends a raw JSON value in compact form; empty means null.
+func appendRisks(b []byte, rs []Risk) []byte {
+	if rs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"code":`...)
+		b = appendString(b, r.Code)
+		b = append(b, `,"reason":`...)
+		b = appendString(b, r.Reason)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
 func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
 		return append(b, "null"...), nil
@@ -231,7 +242,7 @@ func checkUTF8(p *Plan) error {
 		}
 		return fmt.Errorf("%s %q is not valid UTF-8; nlx plans hold UTF-8 text only", what, s)
 	}
-	errs := []error{bad("nlx version", p.NlxVersion), bad("lineage", p.State.Lineage), bad("config directory", p.Inputs.ConfigDir)}
+	errs := []error{bad("nlx version", p.NlxVersion), bad("actor", p.Actor), bad("lineage", p.State.Lineage), bad("config directory", p.Inputs.ConfigDir)}
 	for _, f := range p.Inputs.Files {
 		errs = append(errs, bad("config file name", f.Path))
 	}
@@ -240,7 +251,7 @@ func checkUTF8(p *Plan) error {
 	}
 	for _, c := range p.Changes {
 		errs = append(errs, bad("address", c.Address))
-		for _, r := range c.Risks {
+		for _, r := range append(c.Risks, c.Refused...) {
 			errs = append(errs, bad("risk", r.Code+" "+r.Reason))
 		}
 		for _, d := range c.Diff {

@@ -248,7 +248,8 @@ func TestReadRefusesTamperedPlan(t *testing.T) {
 		// bytes nlx writes, so it is refused rather than trusted.
 		{"keys reordered, nothing else", func(testing.TB, map[string]any) {}, CodeInvalidPlan},
 
-		{"format_version 2", func(t testing.TB, m map[string]any) { set(t, m, num("2"), "format_version") }, CodeUnknownFormat},
+		{"format_version 1 (older)", func(t testing.TB, m map[string]any) { set(t, m, num("1"), "format_version") }, CodeUnknownFormat},
+		{"format_version 3 (newer)", func(t testing.TB, m map[string]any) { set(t, m, num("3"), "format_version") }, CodeUnknownFormat},
 		{"format_version 0", func(t testing.TB, m map[string]any) { set(t, m, num("0"), "format_version") }, CodeUnknownFormat},
 		{"format_version -1", func(t testing.TB, m map[string]any) { set(t, m, num("-1"), "format_version") }, CodeUnknownFormat},
 		{"format_version missing", func(t testing.TB, m map[string]any) { del(t, m, "format_version") }, CodeInvalidPlan},
@@ -382,7 +383,7 @@ func TestReadRefusesMalformedFile(t *testing.T) {
 		{"JSON array", []byte("[]"), CodeInvalidPlan},
 		{"JSON string", []byte(`"plan"`), CodeInvalidPlan},
 		{"empty object", []byte("{}"), CodeInvalidPlan},
-		{"version only", []byte(`{"format_version":1}`), CodePlanHashMismatch},
+		{"version only", []byte(`{"format_version":2}`), CodePlanHashMismatch},
 		{"truncated", data[:len(data)/2], CodeInvalidPlan},
 		{"last brace cut", bytes.TrimSuffix(bytes.Clone(data), []byte("}\n")), CodeInvalidPlan},
 		{"trailing object", append(bytes.Clone(data), "{}"...), CodeInvalidPlan},
@@ -566,8 +567,8 @@ func TestReadSeedCorpus(t *testing.T) {
 		{"empty-object", []byte("{}"), CodeInvalidPlan},
 		{"truncated", valid[:len(valid)*2/3], CodeInvalidPlan},
 		{"wrong-hash", wrongHash, CodePlanHashMismatch},
-		{"unknown-format", bytes.Replace(valid, []byte(`"format_version":1`), []byte(`"format_version":2`), 1), CodeUnknownFormat},
-		{"trailing-data", append(bytes.Clone(valid), `{"format_version":1}`...), CodeInvalidPlan},
+		{"unknown-format", bytes.Replace(valid, []byte(`"format_version":2`), []byte(`"format_version":9`), 1), CodeUnknownFormat},
+		{"trailing-data", append(bytes.Clone(valid), `{"format_version":2}`...), CodeInvalidPlan},
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
 	for _, s := range seeds {
@@ -590,7 +591,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(encode(f, representativePlan(f)))
 	f.Add(encode(f, emptyPlan(f)))
 	f.Add(encode(f, stringsPlan("\x00<\u2028\"\\é")))
-	f.Add([]byte(`{"format_version":1,"changes":[{"before":{ "a" : [ 1 , 2 ] }}]}`))
+	f.Add([]byte(`{"format_version":2,"changes":[{"before":{ "a" : [ 1 , 2 ] }}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Read(bytes.NewReader(data))
 		if err != nil {

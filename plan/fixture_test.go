@@ -74,6 +74,7 @@ func representativePlan(t testing.TB) *Plan {
 			Name:    "nightly-digest",
 			Action:  Create,
 			Risks:   []Risk{},
+			Refused: []Risk{{Code: "disabled_requested_provider", Reason: "provider codex of connection team-codex is disabled"}},
 			Diff: []FieldDiff{
 				{Path: "connection", After: raw(`"team-codex"`)},
 				{Path: "prompt", After: raw(`"Summarise \"today\" <in> & out"`)},
@@ -100,7 +101,9 @@ func representativePlan(t testing.TB) *Plan {
 	p := &Plan{
 		FormatVersion: FormatVersion,
 		NlxVersion:    "v0.1.0-test",
+		Actor:         "ci",
 		State:         StateRef{Lineage: testLineage, Serial: 7},
+		Unknowns:      []Unknown{{Address: "workspace.beta", Action: Create, ApplyID: 4, At: "2026-11-29T08:00:00Z"}},
 		Inputs: Inputs{
 			ConfigDir:  "examples/pi-team",
 			ConfigHash: testConfigHash,
@@ -112,6 +115,11 @@ func representativePlan(t testing.TB) *Plan {
 		},
 		Changes: changes,
 		Summary: Summarize(changes),
+	}
+	for i := range p.Changes {
+		if p.Changes[i].Refused == nil {
+			p.Changes[i].Refused = []Risk{}
+		}
 	}
 	fillHash(t, p)
 	return p

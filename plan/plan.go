@@ -12,7 +12,7 @@ import (
 
 // FormatVersion is the version of the plan file and of the JSON view. Readers
 // refuse any other version.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Action is what a change does to one resource.
 type Action string
@@ -59,11 +59,34 @@ func (a Action) Creates() bool { return a == Create || a == Replace }
 // Destroys reports whether a removes an existing resource.
 func (a Action) Destroys() bool { return a == Delete || a == Replace }
 
-// Risk marks a change that apply carries out only with a recorded approval.
+// Risk marks a change that apply carries out only with a recorded approval
+// (or, for unknown_claim, a resolution). The same type names a refusal: a
+// reason no approval can overcome.
 type Risk struct {
 	Code   string `json:"code"`   // stable: image_migration, destructive, ...
 	Reason string `json:"reason"` // one line for people
 }
+
+// Risk codes: apply needs an approval for each (unknown_claim: a resolution).
+const (
+	RiskImageMigration     = "image_migration"     // a workspace's image changes
+	RiskHeldImport         = "held_import"         // an imported resource leaves the held state
+	RiskUnknownClaim       = "unknown_claim"       // the resource has an outcome nobody knows
+	RiskDestructive        = "destructive"         // a delete, a replace or a chat reset
+	RiskPermissionWidening = "permission_widening" // policy, egress, authority, roles or operators grow
+	RiskCredentialRebind   = "credential_rebind"   // a connection's credentials or a job's connection change
+)
+
+// Refusal codes: no approval can apply such a change; the config must change.
+const (
+	RefusedDisabledProvider     = "disabled_requested_provider"
+	RefusedImplicitSubstitution = "implicit_substitution"
+	RefusedRawSecret            = "raw_secret_value"
+)
+
+// NeedsApproval reports whether a risk is cleared by an approval (all but
+// unknown_claim, which only a resolution clears).
+func NeedsApproval(code string) bool { return code != RiskUnknownClaim }
 
 // FieldDiff is one changed field. Before is absent when the field is new,
 // After when it is gone.
@@ -81,6 +104,7 @@ type Change struct {
 	Name    string          `json:"name"`
 	Action  Action          `json:"action"`
 	Risks   []Risk          `json:"risks"`
+	Refused []Risk          `json:"refused"` // reasons no approval can overcome
 	Diff    []FieldDiff     `json:"diff"`
 	Before  json.RawMessage `json:"before"` // the applied spec; null for a create
 	After   json.RawMessage `json:"after"`  // the desired spec; null for a delete
@@ -107,6 +131,20 @@ type Summary struct {
 	Add     int `json:"add"`
 	Change  int `json:"change"`
 	Destroy int `json:"destroy"`
+	// Gated counts changes with at least one risk; Refused those that can
+	// never be applied as configured.
+	Gated   int `json:"gated"`
+	Refused int `json:"refused"`
+}
+
+// Unknown is an effect whose outcome nobody knows: it was dispatched and the
+// apply that dispatched it ended before recording how it went. It is never
+// replayed; `nlx resolve` records what happened.
+type Unknown struct {
+	Address string `json:"address"`
+	Action  Action `json:"action"`
+	ApplyID int64  `json:"apply_id"`
+	At      string `json:"at"` // when it was dispatched
 }
 
 // Plan is a saved plan: everything apply needs, bound to the state and the
@@ -114,10 +152,14 @@ type Summary struct {
 type Plan struct {
 	FormatVersion int      `json:"format_version"`
 	NlxVersion    string   `json:"nlx_version"`
+	Actor         string   `json:"actor"` // who made the plan (nlx plan --actor)
 	State         StateRef `json:"state"`
 	Inputs        Inputs   `json:"inputs"`
-	Changes       []Change `json:"changes"`
-	Summary       Summary  `json:"summary"`
+	// Unknowns are the unresolved unknown outcomes in the state at plan
+	// time; every change touching one carries unknown_claim.
+	Unknowns []Unknown `json:"unknown_outcomes"`
+	Changes  []Change  `json:"changes"`
+	Summary  Summary   `json:"summary"`
 	// PlanHash is "sha256:" and the hex SHA-256 of the plan's canonical
 	// encoding with PlanHash empty. It must stay the last field (see Encode).
 	PlanHash string `json:"plan_hash"`
@@ -127,6 +169,12 @@ type Plan struct {
 func Summarize(changes []Change) Summary {
 	var s Summary
 	for _, c := range changes {
+		if len(c.Risks) > 0 {
+			s.Gated++
+		}
+		if len(c.Refused) > 0 {
+			s.Refused++
+		}
 		switch c.Action {
 		case Create:
 			s.Add++

@@ -34,6 +34,43 @@ type View struct {
 	// MarkdownLimit caps the markdown view in characters (a pull-request
 	// comment holds 65,536); 0 means 60,000.
 	MarkdownLimit int
+	// PlanFile is where the plan was saved, for the nlx approve commands the
+	// views print; empty when it was not saved.
+	PlanFile string
+}
+
+// approveCommand is the exact command that approves change c of the plan.
+func (v View) approveCommand(c *Change) string {
+	file := v.PlanFile
+	if file == "" {
+		file = "PLANFILE" // the plan must be saved (--out) to be approved
+	}
+	return fmt.Sprintf("nlx approve %s --change %s --actor NAME --reason TEXT", shellQuote(file), c.Address)
+}
+
+// resolveCommand is the command that records what happened to an unknown.
+func resolveCommand(address string) string {
+	return fmt.Sprintf("nlx resolve %s --outcome applied|not-applied --actor NAME --reason TEXT", address)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:@%+=,", c)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
+
+// needsApproval lists the risks of c that an approval clears.
+func needsApproval(c *Change) bool {
+	for _, r := range c.Risks {
+		if NeedsApproval(r.Code) {
+			return true
+		}
+	}
+	return false
 }
 
 // Render writes p in the view's format.
@@ -104,6 +141,13 @@ func describe(a Action) string {
 }
 
 func (v View) text(w *bufio.Writer, p *Plan) {
+	if len(p.Unknowns) > 0 {
+		fmt.Fprintln(w, v.paint(ansiRed, "Outcomes nobody knows (never replayed; changes touching them carry unknown_claim):"))
+		for _, u := range p.Unknowns {
+			fmt.Fprintf(w, "  %s: %s dispatched by apply %d at %s\n    resolve: %s\n", u.Address, u.Action, u.ApplyID, u.At, resolveCommand(u.Address))
+		}
+		fmt.Fprintln(w)
+	}
 	if p.Empty() {
 		fmt.Fprintln(w, "No changes. The state matches the configuration.")
 		return
@@ -112,8 +156,14 @@ func (v View) text(w *bufio.Writer, p *Plan) {
 	for i := range p.Changes {
 		c := &p.Changes[i]
 		fmt.Fprintf(w, "\n  %s\n", v.paint(ansiBold, "# "+c.Address+" "+describe(c.Action)))
+		for _, r := range c.Refused {
+			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# x refused, "+r.Code+": "+r.Reason))
+		}
 		for _, r := range c.Risks {
 			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# ! "+r.Code+": "+r.Reason))
+		}
+		if needsApproval(c) && len(c.Refused) == 0 {
+			fmt.Fprintf(w, "  #   approve: %s\n", v.approveCommand(c))
 		}
 		sym := c.Action.Symbol()
 		fmt.Fprintf(w, "%s %s %q {\n", v.paint(actionColor(c.Action), fmt.Sprintf("%3s", sym)), c.Kind, c.Name)
@@ -132,6 +182,12 @@ func (v View) text(w *bufio.Writer, p *Plan) {
 		fmt.Fprintln(w, "    }")
 	}
 	fmt.Fprintf(w, "\n%s\n", v.paint(ansiBold, p.Summary.Headline()))
+	if n := p.Summary.Refused; n > 0 {
+		fmt.Fprintf(w, "%s\n", v.paint(ansiRed, fmt.Sprintf("%d change(s) refused: no approval can apply them; the config must change.", n)))
+	}
+	if n := p.Summary.Gated; n > 0 {
+		fmt.Fprintf(w, "%d change(s) need a named approver before apply.\n", n)
+	}
 }
 
 // fieldLine returns the mark, its colour and the value text of one field.
@@ -180,36 +236,58 @@ func (v View) markdown(w *bufio.Writer, p *Plan) {
 			risky++
 		}
 	}
+	if s.Refused > 0 {
+		fmt.Fprintf(&b, "**%d change(s) refused: no approval can apply them; the config must change.**\n\n", s.Refused)
+	}
 	if risky > 0 {
 		fmt.Fprintf(&b, "**%d change(s) need a named approver before apply.**\n\n", risky)
 	}
+	for _, u := range p.Unknowns {
+		fmt.Fprintf(&b, "- outcome unknown: `%s` (%s dispatched by apply %d at %s); never replayed, resolve with `%s`\n", u.Address, u.Action, u.ApplyID, u.At, resolveCommand(u.Address))
+	}
+	if len(p.Unknowns) > 0 {
+		b.WriteString("\n")
+	}
 	b.WriteString("| | Resource | Action | Risks |\n|:-:|---|---|---|\n")
-	var details strings.Builder
+	var details, approvals strings.Builder
 	shown := 0
 	// Room for the footer, the truncation note and the code block's frame.
 	reserve := len(footer) + 300
 	for _, c := range p.Changes {
-		row := fmt.Sprintf("| `%s` | `%s` | %s | %s |\n", c.Action.Symbol(), c.Address, c.Action, mdRisks(c.Risks))
+		row := fmt.Sprintf("| `%s` | `%s` | %s | %s |\n", c.Action.Symbol(), c.Address, c.Action, mdRisks(c))
 		block := mdDetail(c)
-		if b.Len()+len(row)+details.Len()+len(block)+reserve > limit {
+		approve := ""
+		if needsApproval(&c) && len(c.Refused) == 0 {
+			approve = v.approveCommand(&c) + "\n"
+		}
+		if b.Len()+len(row)+details.Len()+len(block)+approvals.Len()+len(approve)+reserve > limit {
 			break
 		}
 		b.WriteString(row)
 		details.WriteString(block)
+		approvals.WriteString(approve)
 		shown++
 	}
 	if shown < len(p.Changes) {
 		fmt.Fprintf(&b, "\n_%d more change(s) not shown; run `nlx show` on the plan file for all of them._\n", len(p.Changes)-shown)
 	}
+	if approvals.Len() > 0 {
+		b.WriteString("\nApprove each risky change (an operator, or an admin of its workspace):\n\n")
+		b.WriteString(fenced("sh", approvals.String()))
+	}
 	if details.Len() > 0 {
-		// A fence longer than any run of backticks inside cannot be closed
-		// by a value or a key.
-		fence := strings.Repeat("`", max(3, longestRun(details.String(), '`')+1))
-		b.WriteString("\n<details><summary>Field changes</summary>\n\n" + fence + "diff\n")
-		b.WriteString(details.String())
-		b.WriteString(fence + "\n\n</details>\n")
+		b.WriteString("\n<details><summary>Field changes</summary>\n\n")
+		b.WriteString(fenced("diff", details.String()))
+		b.WriteString("\n</details>\n")
 	}
 	w.WriteString(b.String() + footer)
+}
+
+// fenced wraps content in a code block whose fence is longer than any run
+// of backticks inside, so no value or key can close it.
+func fenced(lang, content string) string {
+	fence := strings.Repeat("`", max(3, longestRun(content, '`')+1))
+	return fence + lang + "\n" + content + fence + "\n"
 }
 
 // longestRun returns the length of the longest run of c in s.
@@ -226,9 +304,12 @@ func longestRun(s string, c byte) int {
 	return longest
 }
 
-func mdRisks(rs []Risk) string {
+func mdRisks(c Change) string {
 	var parts []string
-	for _, r := range rs {
+	for _, r := range c.Refused {
+		parts = append(parts, "refused, **"+r.Code+"**: "+strings.ReplaceAll(r.Reason, "|", `\|`))
+	}
+	for _, r := range c.Risks {
 		parts = append(parts, "**"+r.Code+"**: "+strings.ReplaceAll(r.Reason, "|", `\|`))
 	}
 	return strings.Join(parts, "<br>")

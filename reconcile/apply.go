@@ -2,22 +2,38 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nlx-dev/nlx/internal/fault"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
 
-// Reason codes of apply refusals. Nothing is written when apply refuses.
+// Reason codes of apply refusals. Nothing is written when apply refuses
+// (but for marking effects unknown that an earlier apply left dispatched).
 const (
-	CodeLineageMismatch = "lineage_mismatch" // the plan was made against another state
-	CodeStalePlan       = "stale_plan"       // the state's serial moved since the plan
-	CodeConfigChanged   = "config_changed"   // a config input changed since the plan
+	CodeLineageMismatch   = "lineage_mismatch"   // the plan was made against another state
+	CodeStalePlan         = "stale_plan"         // the state's serial moved since the plan
+	CodeConfigChanged     = "config_changed"     // a config input changed since the plan
+	CodeApprovalMissing   = "approval_missing"   // a risky change has no valid approval
+	CodeUnknownUnresolved = "unknown_unresolved" // a change touches an outcome nobody resolved
 )
+
+// Effects carries out what applying a change means outside the state, such
+// as making a workspace's directory. Apply journals each effect dispatched
+// before it and committed or failed after; an effect whose outcome was not
+// recorded is unknown and never carried out again by nlx.
+type Effects interface {
+	// Has reports whether c has an effect outside the state.
+	Has(c *plan.Change) bool
+	// Do carries out the effect of c.
+	Do(ctx context.Context, c *plan.Change) error
+}
 
 // ApplyOptions tune Apply.
 type ApplyOptions struct {
@@ -28,11 +44,20 @@ type ApplyOptions struct {
 	// BatchSize is how many state-only changes share one transaction
 	// (default DefaultBatchSize). Each change is still journaled on its own.
 	BatchSize int
+	// Effects carries out changes' effects outside the state; nil means
+	// every change is state-only.
+	Effects Effects
+	// Now is the clock approvals expire by; time.Now by default.
+	Now func() time.Time
 }
 
 // DefaultBatchSize is the default ApplyOptions.BatchSize: large enough that
 // a 14,000-change apply costs tens of transactions, not thousands.
 const DefaultBatchSize = 500
+
+// effectBatch bounds the effects dispatched together: all of a batch become
+// unknown if apply dies while carrying them out.
+const effectBatch = 64
 
 func (o ApplyOptions) batchSize() int {
 	if o.BatchSize > 0 {
@@ -58,7 +83,14 @@ type Ledger struct {
 	SerialAfter  int64         `json:"serial_after"`
 	Entries      []LedgerEntry `json:"changes"`
 	Summary      plan.Summary  `json:"summary"` // of committed changes only
-	TookOverLock *Holder       `json:"-"`
+	// Approvals used, as "address risk by actor".
+	Approvals []string `json:"approvals_used"`
+	// Bootstrap names the operators the first apply on an empty state set.
+	Bootstrap []string `json:"bootstrapped_operators,omitempty"`
+	// Unknown lists effects found dispatched without an outcome when this
+	// apply started; they are now marked unknown.
+	Unknown      []plan.Unknown `json:"marked_unknown,omitempty"`
+	TookOverLock *Holder        `json:"-"`
 }
 
 func (l *Ledger) committed() int {
@@ -94,15 +126,24 @@ func limit(s []string, n int) []string {
 	return append(s[:n:n], "and "+strconv.Itoa(len(s)-n)+" more")
 }
 
-// Apply carries out p against store: it verifies that the config and the
-// state are those p was made from, takes the lock, bumps the serial once,
-// and applies each change in its own transaction, journaled intended then
-// committed. A refusal writes nothing.
+// Apply carries out p against store. In order: it proves the config is the
+// one planned, refuses plans holding refused changes, takes the lock, checks
+// lineage and serial, marks effects an earlier apply left dispatched unknown,
+// checks every risky change's approval (revalidating the approver against
+// the applied state) and every unknown claim's resolution, bumps the serial
+// once, and applies the changes batch by batch, journaled. A refusal writes
+// nothing to the resources or the serial.
 func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*Ledger, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if opts.ConfigDir != "" {
 		if err := CheckInputs(opts.ConfigDir, p); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkRefused(p); err != nil {
+		return nil, err
 	}
 	lock, err := store.Lock(ctx, "apply")
 	if err != nil {
@@ -115,12 +156,23 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	ledger := &Ledger{PlanHash: p.PlanHash, Lineage: lineage, SerialBefore: serial, SerialAfter: serial, TookOverLock: lock.TookOverFrom}
+	ledger := &Ledger{PlanHash: p.PlanHash, Lineage: lineage, SerialBefore: serial, SerialAfter: serial,
+		TookOverLock: lock.TookOverFrom, Approvals: []string{}}
 	switch {
 	case lineage != p.State.Lineage:
 		return ledger, plan.Refusef(CodeLineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", p.State.Lineage, lineage)
 	case serial != p.State.Serial:
 		return ledger, plan.Refusef(CodeStalePlan, "the plan was made at state serial %d, but the state is at serial %d; plan again", p.State.Serial, serial)
+	}
+	if ledger.Unknown, err = store.MarkUnknown(ctx, lock.ID); err != nil {
+		return ledger, err
+	}
+	if err := checkUnknowns(ctx, store, p, ledger.Unknown); err != nil {
+		return ledger, err
+	}
+	use, err := checkApprovals(ctx, store, p, opts.Now())
+	if err != nil {
+		return ledger, err
 	}
 	for _, c := range p.Changes {
 		ledger.Entries = append(ledger.Entries, LedgerEntry{Address: c.Address, Action: c.Action, Phase: "not_started"})
@@ -136,7 +188,15 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	ledger.SerialAfter = newSerial
 	fault.Point("apply.begun")
 	for start, batch := 0, 1; start < len(p.Changes); batch++ {
-		end := min(start+opts.batchSize(), len(p.Changes))
+		effect := opts.Effects != nil && opts.Effects.Has(&p.Changes[start])
+		limit := opts.batchSize()
+		if effect {
+			limit = effectBatch
+		}
+		end := start + 1
+		for end < len(p.Changes) && end-start < limit && (opts.Effects != nil && opts.Effects.Has(&p.Changes[end])) == effect {
+			end++
+		}
 		group := p.Changes[start:end]
 		if err := ctx.Err(); err != nil {
 			return ledger, finish(ctx, store, id, ledger, fmt.Errorf("interrupted before %s: %w", group[0].Address, err))
@@ -145,19 +205,215 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 			return ledger, finish(ctx, store, id, ledger, fmt.Errorf("journal intents: %w", err))
 		}
 		fault.Point("apply.intended." + strconv.Itoa(batch))
-		if err := store.Commit(ctx, id, newSerial, group); err != nil {
-			for i := start; i < end; i++ {
-				ledger.Entries[i].Phase, ledger.Entries[i].Error = "failed", err.Error()
-			}
-			return ledger, finish(ctx, store, id, ledger, err)
+		var applyErr error
+		if effect {
+			applyErr = applyEffects(ctx, store, opts.Effects, id, newSerial, group, start, batch, use, ledger)
+		} else {
+			applyErr = commit(ctx, store, id, newSerial, group, start, use, ledger)
 		}
-		for i := start; i < end; i++ {
-			ledger.Entries[i].Phase = "committed"
+		if applyErr != nil {
+			return ledger, finish(ctx, store, id, ledger, applyErr)
 		}
 		fault.Point("apply.committed." + strconv.Itoa(batch))
 		start = end
 	}
+	for _, c := range p.Changes {
+		if c.Kind == schema.KindHost && c.Action == plan.Create {
+			var h schema.Host
+			if json.Unmarshal(c.After, &h) == nil {
+				ledger.Bootstrap = append([]string{}, h.Operators...)
+			}
+		}
+	}
 	return ledger, finish(ctx, store, id, ledger, nil)
+}
+
+// commit applies state-only changes in one transaction.
+func commit(ctx context.Context, store Store, id, serial int64, group []plan.Change, offset int, use approvalUse, l *Ledger) error {
+	ids, used := use.of(group)
+	if err := store.Commit(ctx, id, serial, group, ids); err != nil {
+		for i := range group {
+			l.Entries[offset+i].Phase, l.Entries[offset+i].Error = "failed", err.Error()
+		}
+		return err
+	}
+	for i := range group {
+		l.Entries[offset+i].Phase = "committed"
+	}
+	l.Approvals = append(l.Approvals, used...)
+	return nil
+}
+
+// applyEffects dispatches a batch of effects, carries them out one by one
+// and commits those that succeeded; after a failure the rest of the batch is
+// journaled failed without being started.
+func applyEffects(ctx context.Context, store Store, effects Effects, id, serial int64, group []plan.Change, offset, batch int, use approvalUse, l *Ledger) error {
+	if err := store.Dispatch(ctx, id, group); err != nil {
+		return fmt.Errorf("journal dispatch: %w", err)
+	}
+	fault.Point("apply.dispatched." + strconv.Itoa(batch))
+	done := 0
+	var effErr error
+	for i := range group {
+		if effErr = effects.Do(ctx, &group[i]); effErr != nil {
+			effErr = fmt.Errorf("%s: %w", group[i].Address, effErr)
+			break
+		}
+		done++
+		fault.Point("apply.effect." + group[i].Address)
+	}
+	if done > 0 {
+		if err := commit(ctx, store, id, serial, group[:done], offset, use, l); err != nil {
+			return err
+		}
+	}
+	if effErr == nil {
+		return nil
+	}
+	failed := group[done : done+1]
+	if err := store.Fail(ctx, id, failed, effErr.Error()); err != nil {
+		return errors.Join(effErr, err)
+	}
+	l.Entries[offset+done].Phase, l.Entries[offset+done].Error = "failed", effErr.Error()
+	if rest := group[done+1:]; len(rest) > 0 {
+		if err := store.Fail(ctx, id, rest, "not started: an earlier effect of its batch failed"); err != nil {
+			return errors.Join(effErr, err)
+		}
+	}
+	return effErr
+}
+
+// checkRefused refuses a plan holding a change no approval can apply.
+func checkRefused(p *plan.Plan) error {
+	var lines []string
+	code := ""
+	for _, c := range p.Changes {
+		for _, r := range c.Refused {
+			if code == "" {
+				code = r.Code
+			}
+			lines = append(lines, fmt.Sprintf("  %s: %s: %s", c.Address, r.Code, r.Reason))
+		}
+	}
+	if code == "" {
+		return nil
+	}
+	return plan.Refusef(code, "the plan holds changes no approval can apply; change the config:\n%s", strings.Join(lines, "\n"))
+}
+
+// checkUnknowns refuses changes touching an outcome nobody has resolved.
+func checkUnknowns(ctx context.Context, store Store, p *plan.Plan, marked []plan.Unknown) error {
+	needed := false
+	for _, c := range p.Changes {
+		for _, r := range c.Risks {
+			if r.Code == plan.RiskUnknownClaim {
+				needed = true
+			}
+		}
+	}
+	if !needed && len(marked) == 0 {
+		return nil
+	}
+	list, err := store.Unknowns(ctx)
+	if err != nil {
+		return err
+	}
+	unresolved := map[string]plan.Unknown{}
+	for _, u := range list {
+		unresolved[u.Address] = u
+	}
+	var lines []string
+	for _, c := range p.Changes {
+		if u, ok := unresolved[c.Address]; ok {
+			lines = append(lines, fmt.Sprintf("  %s: %s dispatched by apply %d is unknown; nlx resolve %s --outcome applied|not-applied --actor NAME --reason TEXT",
+				c.Address, u.Action, u.ApplyID, c.Address))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return plan.Refusef(CodeUnknownUnresolved, "changes touch outcomes nobody knows; nlx never replays them:\n%s", strings.Join(lines, "\n"))
+}
+
+// approvalUse maps a change address to the approvals that clear its risks.
+type approvalUse map[string][]Approval
+
+func (u approvalUse) of(group []plan.Change) (ids []int64, used []string) {
+	for _, c := range group {
+		for _, a := range u[c.Address] {
+			ids = append(ids, a.ID)
+			used = append(used, fmt.Sprintf("%s %s by %s", a.Address, a.Risk, a.Actor))
+		}
+	}
+	return ids, used
+}
+
+// checkApprovals finds, for every risk that needs one, a valid approval:
+// for this plan, change and risk; unexpired; unused; by an actor who may
+// approve the change in the applied state now (not when they approved); and
+// not by the plan's author under the two-person rule.
+func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Time) (approvalUse, error) {
+	use := approvalUse{}
+	gated := false
+	for _, c := range p.Changes {
+		for _, r := range c.Risks {
+			gated = gated || plan.NeedsApproval(r.Code)
+		}
+	}
+	if !gated {
+		return use, nil
+	}
+	auth, err := store.Authority(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recorded, err := store.Approvals(ctx, p.PlanHash)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for i := range p.Changes {
+		c := &p.Changes[i]
+		for _, r := range c.Risks {
+			if !plan.NeedsApproval(r.Code) {
+				continue
+			}
+			a, why := pickApproval(recorded, auth, p, c, r.Code, now)
+			if a == nil {
+				missing = append(missing, fmt.Sprintf("  %s %s: %s\n    nlx approve PLANFILE --change %s --actor NAME --reason TEXT", c.Address, r.Code, why, c.Address))
+				continue
+			}
+			use[c.Address] = append(use[c.Address], *a)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, plan.Refusef(CodeApprovalMissing, "%d risk(s) lack a valid approval; nothing was applied:\n%s", len(missing), strings.Join(missing, "\n"))
+	}
+	return use, nil
+}
+
+// pickApproval returns a valid approval of risk on c, or why there is none.
+func pickApproval(recorded []Approval, auth *Authority, p *plan.Plan, c *plan.Change, risk string, now time.Time) (*Approval, string) {
+	why := "no approval recorded"
+	for i := range recorded {
+		a := &recorded[i]
+		if a.Address != c.Address || a.Risk != risk {
+			continue
+		}
+		switch ok, reason := auth.MayApprove(a.Actor, c); {
+		case a.ConsumedBy != 0:
+			why = fmt.Sprintf("the approval by %s was used by apply %d", a.Actor, a.ConsumedBy)
+		case !now.Before(a.ExpiresAt):
+			why = fmt.Sprintf("the approval by %s expired at %s", a.Actor, a.ExpiresAt.UTC().Format(time.RFC3339))
+		case !ok:
+			why = "the approval no longer holds: " + reason
+		case auth.TwoPersonRule && a.Actor == p.Actor:
+			why = fmt.Sprintf("%s made the plan and the two-person rule is on", a.Actor)
+		default:
+			return a, ""
+		}
+	}
+	return nil, why
 }
 
 // finish records the end of an apply, even when ctx was cancelled, and

@@ -115,14 +115,14 @@ func (f *fixture) edit(file, old, new string) {
 func TestApplyConverges(t *testing.T) {
 	f := newFixture(t)
 	p := f.plan()
-	if p.Summary.Add != 16 {
+	if p.Summary.Add != 17 {
 		t.Fatalf("first plan: %+v", p.Summary)
 	}
 	ledger, err := f.apply(p, reconcile.ApplyOptions{BatchSize: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ledger.SerialBefore != 0 || ledger.SerialAfter != 1 || ledger.Summary.Add != 16 {
+	if ledger.SerialBefore != 0 || ledger.SerialAfter != 1 || ledger.Summary.Add != 17 {
 		t.Errorf("ledger: %+v", ledger)
 	}
 	if again := f.plan(); !again.Empty() {
@@ -152,7 +152,7 @@ func TestApplyConverges(t *testing.T) {
 	for _, j := range journal {
 		phases[j.Phase]++
 	}
-	if phases["intended"] != 16 || phases["committed"] != 16 || len(journal) != 32 {
+	if phases["intended"] != 17 || phases["committed"] != 17 || len(journal) != 34 {
 		t.Errorf("journal phases: %v", phases)
 	}
 
@@ -247,12 +247,12 @@ type failingStore struct {
 	n, calls int
 }
 
-func (s *failingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change) error {
+func (s *failingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error {
 	s.calls++
 	if s.calls == s.n {
 		return errors.New("disk on fire")
 	}
-	return s.DB.Commit(ctx, applyID, serial, changes)
+	return s.DB.Commit(ctx, applyID, serial, changes, approvals)
 }
 
 func TestApplyPartialFailureReportsWhatHappened(t *testing.T) {
@@ -269,7 +269,7 @@ func TestApplyPartialFailureReportsWhatHappened(t *testing.T) {
 	}
 	want := []string{"committed", "committed", "committed", "committed", "committed",
 		"failed", "failed", "failed", "failed", "failed",
-		"not_started", "not_started", "not_started", "not_started", "not_started", "not_started"}
+		"not_started", "not_started", "not_started", "not_started", "not_started", "not_started", "not_started"}
 	if !reflect.DeepEqual(phases, want) {
 		t.Errorf("ledger phases:\ngot  %v\nwant %v", phases, want)
 	}
@@ -285,7 +285,7 @@ func TestApplyPartialFailureReportsWhatHappened(t *testing.T) {
 		t.Fatal("the same plan applied twice")
 	}
 	next := f.plan()
-	if next.Summary.Add != 11 {
+	if next.Summary.Add != 12 {
 		t.Fatalf("next plan: %+v", next.Summary)
 	}
 	if _, err := f.apply(next, reconcile.ApplyOptions{}); err != nil {

@@ -56,6 +56,13 @@ func Desired(cfg *schema.Config) ([]Resource, error) {
 			}
 		}
 	}
+	// host.config always exists: the first apply on an empty state creates
+	// it, bootstrapping the operators.
+	host := cfg.Host
+	if host == nil {
+		host = &schema.Host{Operators: []string{}}
+	}
+	each(schema.KindHost, []string{schema.HostName}, func(string) any { return host })
 	each(schema.KindProvider, keys(cfg.Providers), func(n string) any { return cfg.Providers[n] })
 	each(schema.KindImage, keys(cfg.Images), func(n string) any { return cfg.Images[n] })
 	each(schema.KindWorkspace, keys(cfg.Workspaces), func(n string) any { return cfg.Workspaces[n] })
@@ -187,6 +194,7 @@ func change(kind schema.Kind, name string, before, after json.RawMessage) (plan.
 		Kind:    kind,
 		Name:    name,
 		Risks:   []plan.Risk{},
+		Refused: []plan.Risk{},
 		Before:  nullIfEmpty(before),
 		After:   nullIfEmpty(after),
 	}

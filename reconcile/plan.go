@@ -11,6 +11,7 @@ type PlanInput struct {
 	Snapshot   *Snapshot
 	ConfigDir  string // as the operator gave it; recorded for apply
 	NlxVersion string
+	Actor      string // who makes the plan
 }
 
 // Plan diffs the config against the snapshot and returns the plan, bound to
@@ -27,6 +28,13 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 	if changes == nil {
 		changes = []plan.Change{}
 	}
+	if err := Assess(changes, in.Config, in.Snapshot); err != nil {
+		return nil, err
+	}
+	unknowns := in.Snapshot.Unknowns
+	if unknowns == nil {
+		unknowns = []plan.Unknown{}
+	}
 	files := in.Config.Inputs.Files
 	if files == nil {
 		files = []schema.InputFile{}
@@ -34,6 +42,7 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 	return &plan.Plan{
 		FormatVersion: plan.FormatVersion,
 		NlxVersion:    in.NlxVersion,
+		Actor:         in.Actor,
 		State:         plan.StateRef{Lineage: in.Snapshot.Lineage, Serial: in.Snapshot.Serial},
 		Inputs: plan.Inputs{
 			ConfigDir:  in.ConfigDir,
@@ -41,7 +50,8 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 			Files:      files,
 			Dirs:       in.Config.Inputs.Dirs,
 		},
-		Changes: changes,
-		Summary: plan.Summarize(changes),
+		Unknowns: unknowns,
+		Changes:  changes,
+		Summary:  plan.Summarize(changes),
 	}, nil
 }

@@ -14,7 +14,30 @@ type Snapshot struct {
 	Lineage   string
 	Serial    int64
 	Resources []Resource // sorted by address
+	// Unknowns are the effects whose outcome nobody knows and nobody has
+	// resolved: marked unknown, or dispatched by an apply that has not
+	// recorded how they went.
+	Unknowns []plan.Unknown
 }
+
+// Approval is one recorded approval of one risk of one change of one plan.
+type Approval struct {
+	ID         int64
+	PlanHash   string
+	Address    string
+	Risk       string
+	Actor      string
+	Reason     string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	ConsumedBy int64 // the apply that used it; 0 while unused
+}
+
+// Outcomes of nlx resolve.
+const (
+	OutcomeApplied    = "applied"
+	OutcomeNotApplied = "not_applied"
+)
 
 // Holder describes who holds the state lock.
 type Holder struct {
@@ -68,10 +91,28 @@ type Store interface {
 	BeginApply(ctx context.Context, lockID, planHash, actor, lineage string, serial int64) (id, newSerial int64, err error)
 	// Intend journals that the changes are about to be applied.
 	Intend(ctx context.Context, applyID int64, changes []plan.Change) error
-	// Commit applies state-only changes to the resources and journals each
-	// committed, all in one transaction: each change is wholly applied or
-	// wholly not.
-	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change) error
+	// Dispatch journals that the effects of changes are about to be carried
+	// out, durably: from here an unrecorded outcome is unknown.
+	Dispatch(ctx context.Context, applyID int64, changes []plan.Change) error
+	// Fail journals that changes failed (or were never started after a
+	// dispatch) with the reason.
+	Fail(ctx context.Context, applyID int64, changes []plan.Change, reason string) error
+	// Commit applies changes to the resources, journals each committed and
+	// consumes the approvals they used, all in one transaction: each change
+	// is wholly applied or wholly not, and an approval is used once.
+	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error
+	// MarkUnknown marks every dispatched effect without an outcome unknown
+	// and ends the applies that left them; the caller holds the lock, so
+	// no apply that dispatched them is still running.
+	MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, error)
+	// Unknowns lists the outcomes nobody knows and nobody resolved.
+	Unknowns(ctx context.Context) ([]plan.Unknown, error)
+	// Authority reads who may approve: operators, workspace admins, policy.
+	Authority(ctx context.Context) (*Authority, error)
+	// Approvals lists the approvals recorded for a plan.
+	Approvals(ctx context.Context, planHash string) ([]Approval, error)
+	// RecordApprovals stores approvals under the lock.
+	RecordApprovals(ctx context.Context, lockID string, approvals []Approval) error
 	// FinishApply records how the apply ended.
 	FinishApply(ctx context.Context, applyID int64, r ApplyResult) error
 }

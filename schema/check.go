@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"regexp"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -23,6 +24,21 @@ var policyRank = map[string]int{
 
 // PolicyWider reports whether policy a grants more than policy b.
 func PolicyWider(a, b string) bool { return policyRank[a] > policyRank[b] }
+
+// reSecretName matches environment variable names that carry credentials.
+var reSecretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|api_?key|private_?key|credential|auth)`)
+
+// checkEnv refuses a credential written as a value into an environment: it
+// would end up in the state, in plans and in images. The value is never
+// shown.
+func (l *loader) checkEnv(env map[string]string, field, name string) {
+	for _, k := range sortedKeys(env) {
+		if reSecretName.MatchString(k) && !reSecretRef.MatchString(env[k]) {
+			l.addAt(at(field, name, "env", k), CodeRawSecret,
+				"%s looks like a credential; give a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown", k)
+		}
+	}
+}
 
 // memo runs check once per distinct kind and value: a fleet repeats the same
 // few cron lines and zones thousands of times.
@@ -48,7 +64,11 @@ func (l *loader) check(cfg *Config) {
 			l.addAt(at("providers", name, "version"), CodeInvalidValue, "version constraint %q: %v", p.Version, err)
 		}
 	}
+	for _, name := range sortedKeys(cfg.Providers) {
+		l.checkEnv(cfg.Providers[name].Env, "providers", name)
+	}
 	for _, name := range sortedKeys(cfg.Images) {
+		l.checkEnv(cfg.Images[name].Env, "images", name)
 		for i, layer := range cfg.Images[name].Layers {
 			for j, s := range layer.Skills {
 				if cfg.Skills[s] == nil {
@@ -138,6 +158,30 @@ func (l *loader) checkJob(cfg *Config, name string, j *Job) {
 	case c.Scope == "personal" && w.Kind == "team":
 		l.addAt(at("jobs", name, "connection"), CodePersonalOnTeam,
 			"personal connection %q (owner %s) cannot run jobs of team workspace %q", j.Connection, c.Owner, j.Workspace)
+	default:
+		if j.Provider != "" && j.Provider != c.Provider {
+			l.addAt(at("jobs", name, "provider"), CodeJobPin,
+				"the job pins provider %q but its connection %q uses %q", j.Provider, j.Connection, c.Provider)
+		}
+		if j.Billing != "" && j.Billing != c.Billing {
+			l.addAt(at("jobs", name, "billing"), CodeJobPin,
+				"the job pins billing %q but its connection %q bills %q", j.Billing, j.Connection, c.Billing)
+		}
+	}
+	if f := j.FallbackConnection; f != "" && w != nil {
+		fc := cfg.Connections[f]
+		switch {
+		case fc == nil:
+			l.addAt(at("jobs", name, "fallbackConnection"), CodeDanglingReference, "no connection %q", f)
+		case fc.Workspace != j.Workspace:
+			l.addAt(at("jobs", name, "fallbackConnection"), CodeWrongWorkspace,
+				"connection %q belongs to workspace %q, not to the job's workspace %q", f, fc.Workspace, j.Workspace)
+		case fc.Scope == "personal" && w.Kind == "team":
+			l.addAt(at("jobs", name, "fallbackConnection"), CodePersonalOnTeam,
+				"personal connection %q (owner %s) cannot run jobs of team workspace %q", f, fc.Owner, j.Workspace)
+		case f == j.Connection:
+			l.addAt(at("jobs", name, "fallbackConnection"), CodeInvalidValue, "the fallback connection is the job's own connection")
+		}
 	}
 	if j.Skill != "" && w != nil {
 		l.checkSkillUse(cfg, w, j.Skill, at("jobs", name, "skill"))

@@ -13,6 +13,9 @@ func decodeJSON(data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("decode config: %w", err)
 	}
+	if cfg.Host != nil && cfg.Host.Operators == nil {
+		cfg.Host.Operators = []string{}
+	}
 	for _, w := range cfg.Workspaces {
 		if w.Members == nil {
 			w.Members = map[string]string{}

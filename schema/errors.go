@@ -23,9 +23,10 @@ const (
 	CodeOwnerRequired     = "personal_workspace_owner"
 	CodeInvalidValue      = "invalid_value" // a value CUE cannot judge: a version, a cron line, a time zone
 	CodePolicyWidening    = "job_policy_wider_than_workspace"
-	CodeSkillPackage      = "skill_package" // SKILL.md missing or not in the Agent Skills format
-	CodeNoConfig          = "no_config"     // the directory holds no .cue file
-	CodeIO                = "io"            // a file could not be read
+	CodeSkillPackage      = "skill_package"    // SKILL.md missing or not in the Agent Skills format
+	CodeNoConfig          = "no_config"        // the directory holds no .cue file
+	CodeJobPin            = "job_pin_mismatch" // a job's provider or billing pin contradicts its connection
+	CodeIO                = "io"               // a file could not be read
 )
 
 // Error is one configuration error, positioned at the offending field.

@@ -204,6 +204,10 @@ var (
 )
 
 var configRule = object(
+	opt("host", object(
+		opt("operators", listOf(0, name)),
+		opt("twoPersonRule", boolean),
+	)),
 	opt("providers", mapOf(reName, object(
 		req("kind", enum("codex-app-server", "claude-code", "opencode", "acp")),
 		opt("status", enum("disabled", "enabled")),
@@ -277,6 +281,9 @@ var configRule = object(
 		req("prompt", nonEmpty),
 		opt("skill", name),
 		opt("policy", policy),
+		opt("provider", name),
+		opt("billing", enum("subscription", "api")),
+		opt("fallbackConnection", name),
 		opt("enabled", boolean),
 		opt("backgroundAuthority", boolean),
 		opt("concurrency", enum("skip", "queue")),

@@ -360,6 +360,9 @@ func hasDefaultMarker(f *ast.File) bool {
 // so; CUE itself would only say "field not allowed".
 func (l *loader) checkNames(v cue.Value) {
 	for _, k := range Kinds {
+		if k.Kind == KindHost {
+			continue // one struct, not resources by name
+		}
 		kv := v.LookupPath(cue.MakePath(cue.Str(k.Field)))
 		if !kv.Exists() {
 			continue

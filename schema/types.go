@@ -6,6 +6,7 @@ type Kind string
 // The resource kinds, in dependency order: a kind may refer only to kinds
 // before it.
 const (
+	KindHost         Kind = "host"
 	KindProvider     Kind = "provider"
 	KindImage        Kind = "image"
 	KindWorkspace    Kind = "workspace"
@@ -22,6 +23,7 @@ var Kinds = []struct {
 	Field string // top-level config field
 	Rank  int
 }{
+	{KindHost, "host", 0},
 	{KindProvider, "providers", 0},
 	{KindImage, "images", 0},
 	{KindWorkspace, "workspaces", 1},
@@ -54,6 +56,7 @@ func (k Kind) Field() string {
 // Config is a validated configuration: the user's CUE package unified with
 // #Config, decoded, and cross-checked.
 type Config struct {
+	Host          *Host                    `json:"host,omitempty"`
 	Providers     map[string]*Provider     `json:"providers,omitempty"`
 	Images        map[string]*Image        `json:"images,omitempty"`
 	Workspaces    map[string]*Workspace    `json:"workspaces,omitempty"`
@@ -66,6 +69,28 @@ type Config struct {
 	Inputs Inputs `json:"-"`
 	// FastPath reports that Load took the fast path (fast.go); diagnostic only.
 	FastPath bool `json:"-"`
+}
+
+// HostName is the name of the one host resource: host.config.
+const HostName = "config"
+
+// Host holds the host-wide settings: who may approve.
+type Host struct {
+	Operators     []string `json:"operators"`
+	TwoPersonRule bool     `json:"twoPersonRule"`
+}
+
+// IsOperator reports whether actor is a host operator.
+func (h *Host) IsOperator(actor string) bool {
+	if h == nil {
+		return false
+	}
+	for _, o := range h.Operators {
+		if o == actor {
+			return true
+		}
+	}
+	return false
 }
 
 // Provider registers a provider program (Codex app-server, Claude Code, ...).
@@ -163,6 +188,9 @@ type Job struct {
 	Prompt              string   `json:"prompt"`
 	Skill               string   `json:"skill,omitempty"`
 	Policy              string   `json:"policy,omitempty"`
+	Provider            string   `json:"provider,omitempty"`
+	Billing             string   `json:"billing,omitempty"`
+	FallbackConnection  string   `json:"fallbackConnection,omitempty"`
 	Enabled             bool     `json:"enabled"`
 	BackgroundAuthority bool     `json:"backgroundAuthority"`
 	Concurrency         string   `json:"concurrency"`

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
 )
@@ -68,7 +69,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		db        *state.DB
 	)
 	if info.IsDir() {
-		if p, err = makePlan(ctx, a, opts.target); err != nil {
+		if p, err = makePlan(ctx, a, opts.target, actorName(opts.actor)); err != nil {
 			return err
 		}
 		if _, err := plan.Encode(p); err != nil {
@@ -98,9 +99,16 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		return err
 	}
 	defer db.Close()
-	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor)})
+	effects := &provision.Host{WorkspaceRoot: provision.DefaultWorkspaceRoot(db.Path())}
+	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor), Effects: effects})
 	if ledger != nil && ledger.TookOverLock != nil {
 		fmt.Fprintf(a.io.Err, "Took over the state lock from %s: that process is gone.\n", ledger.TookOverLock)
+	}
+	if ledger != nil {
+		for _, u := range ledger.Unknown {
+			fmt.Fprintf(a.io.Err, "Marked unknown: %s (%s dispatched by apply %d at %s never recorded an outcome; it will not be replayed).\n",
+				u.Address, u.Action, u.ApplyID, u.At)
+		}
 	}
 	if ledger != nil && (err == nil || ledger.SerialAfter != ledger.SerialBefore) {
 		printLedger(a, opts.output, ledger, err)
@@ -185,6 +193,12 @@ func printLedger(a *app, output string, l *reconcile.Ledger, applyErr error) {
 			fmt.Fprintf(bw, "%s: FAILED: %s\n", e.Address, e.Error)
 		}
 	}
+	for _, used := range l.Approvals {
+		fmt.Fprintf(bw, "approval used: %s\n", used)
+	}
+	if l.Bootstrap != nil {
+		fmt.Fprintf(bw, "Bootstrapped the operators from the config (the state had none): %s\n", orNone(strings.Join(l.Bootstrap, ", ")))
+	}
 	s := l.Summary
 	if applyErr != nil {
 		fmt.Fprintf(bw, "\nApply stopped. Resources: %d added, %d changed, %d destroyed; %d change(s) not applied. State serial %d.\n",
@@ -192,6 +206,13 @@ func printLedger(a *app, output string, l *reconcile.Ledger, applyErr error) {
 		return
 	}
 	fmt.Fprintf(bw, "\nApply complete! Resources: %d added, %d changed, %d destroyed. State serial %d.\n", s.Add, s.Change, s.Destroy, l.SerialAfter)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
 
 func notApplied(l *reconcile.Ledger) int {

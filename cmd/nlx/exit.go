@@ -40,7 +40,13 @@ const (
 // approvalCodes are refusals that exit 3: the plan is fine but a person must
 // approve it, or the change can never be applied as configured.
 var approvalCodes = map[string]bool{
-	"approval_missing": true,
+	reconcile.CodeApprovalMissing:    true,
+	reconcile.CodeUnknownUnresolved:  true,
+	reconcile.CodeApproverNotAdmin:   true,
+	reconcile.CodeTwoPersonRule:      true,
+	plan.RefusedDisabledProvider:     true,
+	plan.RefusedImplicitSubstitution: true,
+	plan.RefusedRawSecret:            true,
 }
 
 // classify returns an error's reason code and exit code.

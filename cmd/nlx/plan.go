@@ -16,6 +16,7 @@ type planOptions struct {
 	out          string
 	output       string
 	detailedExit bool
+	actor        string
 }
 
 func newPlanCmd(a *app) *cobra.Command {
@@ -38,7 +39,8 @@ the exact config bytes and the state serial it was made from.`,
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "write the plan file to `FILE`")
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text, json or markdown")
-	cmd.Flags().BoolVar(&opts.detailedExit, "detailed-exitcode", false, "exit 2 when there are changes (0 none, 1 error)")
+	cmd.Flags().BoolVar(&opts.detailedExit, "detailed-exitcode", false, "exit 2 when there are changes, 3 when some need approval or are refused (0 none, 1 error)")
+	cmd.Flags().StringVar(&opts.actor, "actor", "", "who makes the plan, for the two-person rule (default $NLX_ACTOR, else $USER)")
 	return cmd
 }
 
@@ -47,11 +49,11 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := makePlan(ctx, a, opts.dir)
+	p, err := makePlan(ctx, a, opts.dir, actorName(opts.actor))
 	if err != nil {
 		return err
 	}
-	view := plan.View{Format: format, Color: a.color()}
+	view := plan.View{Format: format, Color: a.color(), PlanFile: opts.out}
 	if format == plan.FormatText {
 		// The text view does not show plan_hash: print it while the plan
 		// file is encoded and written.
@@ -85,6 +87,14 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 	if opts.out != "" && !p.Empty() {
 		fmt.Fprintf(a.io.Err, "\nSaved the plan to %s. To apply exactly this plan, run:\n  nlx apply %s\n", opts.out, opts.out)
 	}
+	// A refused change means the config can never be applied: fail the
+	// pipeline whatever the flags.
+	if p.Summary.Refused > 0 {
+		return exitStatus(ExitApproval)
+	}
+	if opts.detailedExit && p.Summary.Gated > 0 {
+		return exitStatus(ExitApproval)
+	}
 	if opts.detailedExit && !p.Empty() {
 		return exitStatus(ExitChanges)
 	}
@@ -93,7 +103,7 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 
 // makePlan loads the config in dir and diffs it against the state, creating
 // the state on first use. The state is read while CUE evaluates.
-func makePlan(ctx context.Context, a *app, dir string) (*plan.Plan, error) {
+func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error) {
 	type snapshot struct {
 		snap *reconcile.Snapshot
 		err  error
@@ -117,5 +127,5 @@ func makePlan(ctx context.Context, a *app, dir string) (*plan.Plan, error) {
 	if st.err != nil {
 		return nil, st.err
 	}
-	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion()})
+	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor})
 }

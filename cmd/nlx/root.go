@@ -61,6 +61,8 @@ Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
 	root.AddCommand(
 		newPlanCmd(a),
 		newApplyCmd(a),
+		newApproveCmd(a),
+		newResolveCmd(a),
 		newShowCmd(a),
 		newValidateCmd(a),
 		newStateCmd(a),

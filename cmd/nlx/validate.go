@@ -31,7 +31,7 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 				return err
 			}
 			counts := map[string]int{
-				"providers": len(cfg.Providers), "images": len(cfg.Images), "workspaces": len(cfg.Workspaces),
+				"host": 1, "providers": len(cfg.Providers), "images": len(cfg.Images), "workspaces": len(cfg.Workspaces),
 				"connections": len(cfg.Connections), "skills": len(cfg.Skills), "jobs": len(cfg.Jobs),
 				"preservations": len(cfg.Preservations),
 			}
@@ -50,7 +50,7 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 				fmt.Fprintln(a.io.Out, string(data))
 				return nil
 			}
-			fmt.Fprintf(a.io.Out, "The configuration is valid: %d resources (%d providers, %d images, %d workspaces, %d connections, %d skills, %d jobs, %d preservations).\n",
+			fmt.Fprintf(a.io.Out, "The configuration is valid: %d resources (1 host, %d providers, %d images, %d workspaces, %d connections, %d skills, %d jobs, %d preservations).\n",
 				total, counts["providers"], counts["images"], counts["workspaces"], counts["connections"], counts["skills"], counts["jobs"], counts["preservations"])
 			return nil
 		},

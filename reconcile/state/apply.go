@@ -40,7 +40,15 @@ func (db *DB) Snapshot(ctx context.Context) (*reconcile.Snapshot, error) {
 			r.Spec = spec
 			s.Resources = append(s.Resources, r)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		open, err := queryOpen(ctx, tx)
+		if err != nil {
+			return err
+		}
+		s.Unknowns = unknownsOf(open)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state %s: %w", db.path, err)
@@ -272,19 +280,19 @@ func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) 
 
 // Commit implements reconcile.Store: the changes, their journal rows and the
 // apply's count, in one transaction.
-func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change) error {
+func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
 		if err := stillLocked(ctx, tx, applyID); err != nil {
 			return err
 		}
 		at := db.stamp()
-		// An update keeps the resource's status (a held import stays held);
-		// a replace makes a new resource, active.
+		// Applying a change puts the resource under the config's management:
+		// a held import leaves the held state (the plan gated that with
+		// held_import).
 		upsert, err := tx.PrepareContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
 			VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
 			ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
-				serial = excluded.serial, updated_at = excluded.updated_at,
-				status = CASE WHEN ? THEN 'active' ELSE resources.status END`)
+				serial = excluded.serial, updated_at = excluded.updated_at, status = 'active'`)
 		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
@@ -307,7 +315,7 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 			if c.Action == plan.Delete {
 				_, err = del.ExecContext(ctx, c.Address)
 			} else {
-				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), serial, at, c.Action == plan.Replace)
+				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), serial, at)
 			}
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", c.Address, err)
@@ -318,6 +326,16 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + ? WHERE id = ?`, len(changes), applyID); err != nil {
 			return fmt.Errorf("count committed changes: %w", err)
+		}
+		// The approvals these changes used are spent with them.
+		for _, id := range approvals {
+			res, err := tx.ExecContext(ctx, `UPDATE approvals SET consumed_at = ?, consumed_by = ? WHERE id = ? AND consumed_at IS NULL`, at, applyID, id)
+			if err != nil {
+				return fmt.Errorf("consume approval %d: %w", id, err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("approval %d was already used", id)
+			}
 		}
 		return nil
 	})
@@ -347,11 +365,15 @@ type JournalEntry struct {
 	Action  string `json:"action"`
 	Phase   string `json:"phase"`
 	At      string `json:"at"`
+	// Resolution of an 'unknown' row: "applied by alice: reason".
+	Resolution string `json:"resolution,omitempty"`
 }
 
 // Journal lists the journal in order.
 func (db *DB) Journal(ctx context.Context) ([]JournalEntry, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT id, apply_id, address, action, phase, at FROM journal ORDER BY id`)
+	rows, err := db.rdb.QueryContext(ctx, `SELECT j.id, j.apply_id, j.address, j.action, j.phase, j.at,
+		coalesce(r.outcome || ' by ' || r.actor || ': ' || r.reason, '')
+		FROM journal j LEFT JOIN resolutions r ON r.journal_id = j.id ORDER BY j.id`)
 	if err != nil {
 		return nil, fmt.Errorf("read journal: %w", err)
 	}
@@ -359,7 +381,7 @@ func (db *DB) Journal(ctx context.Context) ([]JournalEntry, error) {
 	var out []JournalEntry
 	for rows.Next() {
 		var e JournalEntry
-		if err := rows.Scan(&e.ID, &e.ApplyID, &e.Address, &e.Action, &e.Phase, &e.At); err != nil {
+		if err := rows.Scan(&e.ID, &e.ApplyID, &e.Address, &e.Action, &e.Phase, &e.At, &e.Resolution); err != nil {
 			return nil, fmt.Errorf("read journal: %w", err)
 		}
 		out = append(out, e)

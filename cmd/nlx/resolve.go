@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/reconcile"
+)
+
+func newResolveCmd(a *app) *cobra.Command {
+	var outcome, actor, reason string
+	cmd := &cobra.Command{
+		Use:   "resolve ADDRESS --outcome applied|not-applied --actor NAME --reason TEXT",
+		Short: "Record what happened to an effect whose outcome is unknown",
+		Long: `An effect an apply dispatched without recording its outcome (the process
+died) is unknown: nlx never carries it out again, and every plan touching
+that resource carries unknown_claim until someone who knows resolves it.
+
+--outcome applied records in the state what was dispatched, as if the apply
+had committed it; not-applied records that nothing happened, so the next
+plan does it again. Resolve never carries anything out. The actor must be a
+host operator or an admin of the resource's workspace in the applied state.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			db, err := a.openState(ctx, true)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			n, serial, err := reconcile.Resolve(ctx, db, args[0], outcome, actor, reason)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.io.Out, "Resolved %d unknown outcome(s) of %s as %s. State serial %d.\n", n, args[0], outcome, serial)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")
+	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
+	cmd.Flags().StringVar(&reason, "reason", "", "how you know (required)")
+	for _, f := range []string{"outcome", "actor", "reason"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}

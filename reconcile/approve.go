@@ -1,0 +1,200 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// Reason codes of nlx approve and nlx resolve refusals.
+const (
+	CodeApproverNotAdmin = "approver_not_admin"  // the actor may not approve this change
+	CodeTwoPersonRule    = "two_person_rule"     // the plan's author may not approve it
+	CodeNoApprovalNeeded = "approval_not_needed" // the change has no risk an approval clears
+	CodeNotInPlan        = "not_in_plan"         // --change names no change of the plan
+	CodeNothingToResolve = "nothing_to_resolve"  // the address has no unknown outcome
+)
+
+// ApproveOptions are the inputs of Approve.
+type ApproveOptions struct {
+	Actor   string
+	Reason  string
+	Changes []string      // addresses; empty means every change that needs approval
+	Expires time.Duration // from now; 24h when zero
+	Now     func() time.Time
+}
+
+// Approve records, for each chosen change of p, one approval per risk that
+// needs one, by opts.Actor. The state must still be the one p was made
+// against; the actor's role is read from it.
+func Approve(ctx context.Context, store Store, p *plan.Plan, opts ApproveOptions) ([]Approval, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Expires == 0 {
+		opts.Expires = 24 * time.Hour
+	}
+	if !schema.ValidName(opts.Actor) {
+		return nil, fmt.Errorf("--actor %q is not an actor name", opts.Actor)
+	}
+	if strings.TrimSpace(opts.Reason) == "" {
+		return nil, fmt.Errorf("--reason is required: say why this is safe")
+	}
+	if opts.Expires < 0 {
+		return nil, fmt.Errorf("--expires must be positive")
+	}
+	chosen, err := chooseChanges(p, opts.Changes)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := store.Lock(ctx, "approve")
+	if err != nil {
+		return nil, err
+	}
+	defer store.Unlock(context.WithoutCancel(ctx), lock.ID)
+	lineage, serial, err := store.Meta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case lineage != p.State.Lineage:
+		return nil, plan.Refusef(CodeLineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", p.State.Lineage, lineage)
+	case serial != p.State.Serial:
+		return nil, plan.Refusef(CodeStalePlan, "the plan was made at state serial %d, but the state is at serial %d; approve a new plan", p.State.Serial, serial)
+	}
+	auth, err := store.Authority(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := opts.Now()
+	var out []Approval
+	for _, c := range chosen {
+		if ok, why := auth.MayApprove(opts.Actor, c); !ok {
+			return nil, plan.Refusef(CodeApproverNotAdmin, "%s: %s", c.Address, why)
+		}
+		if auth.TwoPersonRule && opts.Actor == p.Actor {
+			return nil, plan.Refusef(CodeTwoPersonRule, "%s made this plan and the host's two-person rule is on: someone else must approve it", opts.Actor)
+		}
+		for _, r := range c.Risks {
+			if plan.NeedsApproval(r.Code) {
+				out = append(out, Approval{PlanHash: p.PlanHash, Address: c.Address, Risk: r.Code, Actor: opts.Actor,
+					Reason: opts.Reason, CreatedAt: now, ExpiresAt: now.Add(opts.Expires)})
+			}
+		}
+	}
+	if err := store.RecordApprovals(ctx, lock.ID, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// chooseChanges picks the changes to approve and refuses those that cannot
+// be approved.
+func chooseChanges(p *plan.Plan, addresses []string) ([]*plan.Change, error) {
+	byAddr := map[string]*plan.Change{}
+	for i := range p.Changes {
+		byAddr[p.Changes[i].Address] = &p.Changes[i]
+	}
+	var chosen []*plan.Change
+	if len(addresses) == 0 {
+		for i := range p.Changes {
+			if c := &p.Changes[i]; needsApproval(c) && len(c.Refused) == 0 {
+				chosen = append(chosen, c)
+			}
+		}
+		if len(chosen) == 0 {
+			return nil, plan.Refusef(CodeNoApprovalNeeded, "no change of this plan needs an approval")
+		}
+		return chosen, nil
+	}
+	for _, a := range addresses {
+		c := byAddr[a]
+		switch {
+		case c == nil:
+			return nil, plan.Refusef(CodeNotInPlan, "the plan does not change %s", a)
+		case len(c.Refused) > 0:
+			return nil, plan.Refusef(c.Refused[0].Code, "%s is refused (%s); no approval can apply it", a, c.Refused[0].Reason)
+		case !needsApproval(c):
+			hint := ""
+			if len(c.Risks) > 0 {
+				hint = fmt.Sprintf("; its unknown outcome is cleared by nlx resolve %s", a)
+			}
+			return nil, plan.Refusef(CodeNoApprovalNeeded, "%s needs no approval%s", a, hint)
+		}
+		chosen = append(chosen, c)
+	}
+	return chosen, nil
+}
+
+func needsApproval(c *plan.Change) bool {
+	for _, r := range c.Risks {
+		if plan.NeedsApproval(r.Code) {
+			return true
+		}
+	}
+	return false
+}
+
+// Resolver is the part of the state nlx resolve needs beyond Store.
+type Resolver interface {
+	Store
+	// Resolve records the outcome of address's unknown effects under the
+	// lock; it returns how many it resolved and the serial after.
+	Resolve(ctx context.Context, lockID, address, outcome, actor, reason string) (int, int64, error)
+	// Spec returns the applied spec of address, or nil.
+	Spec(ctx context.Context, address string) (json.RawMessage, error)
+}
+
+// Resolve records an operator's or admin's decision on the unknown outcome
+// of address. It never carries anything out.
+func Resolve(ctx context.Context, store Resolver, address, outcome, actor, reason string) (int, int64, error) {
+	if !schema.ValidName(actor) {
+		return 0, 0, fmt.Errorf("--actor %q is not an actor name", actor)
+	}
+	if strings.TrimSpace(reason) == "" {
+		return 0, 0, fmt.Errorf("--reason is required: say how you know")
+	}
+	kind, name, ok := strings.Cut(address, ".")
+	if !ok || schema.Kind(kind).Rank() < 0 {
+		return 0, 0, fmt.Errorf("address %q: want kind.name", address)
+	}
+	lock, err := store.Lock(ctx, "resolve")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer store.Unlock(context.WithoutCancel(ctx), lock.ID)
+	if _, err := store.MarkUnknown(ctx, lock.ID); err != nil {
+		return 0, 0, err
+	}
+	unknowns, err := store.Unknowns(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var u *plan.Unknown
+	for i := range unknowns {
+		if unknowns[i].Address == address {
+			u = &unknowns[i]
+		}
+	}
+	if u == nil {
+		return 0, 0, plan.Refusef(CodeNothingToResolve, "%s has no unknown outcome to resolve", address)
+	}
+	auth, err := store.Authority(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	spec, err := store.Spec(ctx, address)
+	if err != nil {
+		return 0, 0, err
+	}
+	c := &plan.Change{Address: address, Kind: schema.Kind(kind), Name: name, Action: u.Action, Before: spec}
+	if ok, why := auth.MayApprove(actor, c); !ok {
+		return 0, 0, plan.Refusef(CodeApproverNotAdmin, "%s: %s", address, why)
+	}
+	return store.Resolve(ctx, lock.ID, address, outcome, actor, reason)
+}

@@ -1,0 +1,321 @@
+package reconcile
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// Assess puts on every change the risks that gate it and the refusals that
+// stop it, from the desired config, the applied resources and the unknown
+// outcomes. It is pure.
+func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error {
+	status := make(map[string]string, len(snap.Resources))
+	for _, r := range snap.Resources {
+		if r.Status != "active" {
+			status[r.Address()] = r.Status
+		}
+	}
+	unknown := map[string]plan.Unknown{}
+	for _, u := range snap.Unknowns {
+		unknown[u.Address] = u
+	}
+	for i := range changes {
+		c := &changes[i]
+		a := assessor{c: c, desired: desired}
+		if err := a.assess(); err != nil {
+			return fmt.Errorf("assess %s: %w", c.Address, err)
+		}
+		if status[c.Address] == "held" && (c.Action == plan.Update || c.Action == plan.Replace) {
+			a.risk(plan.RiskHeldImport, "releases the imported %s from review hold into service", c.Address)
+		}
+		if u, ok := unknown[c.Address]; ok {
+			a.risk(plan.RiskUnknownClaim, "apply %d dispatched %s of %s and nobody knows how it ended; resolve it first", u.ApplyID, u.Action, c.Address)
+		}
+		c.Risks, c.Refused = a.risks.list(), a.refused.list()
+	}
+	return nil
+}
+
+// reasons gathers the reasons for each code, in the order codes arise.
+type reasons struct {
+	order []string
+	why   map[string][]string
+}
+
+func (r *reasons) add(code, reason string) {
+	if r.why == nil {
+		r.why = map[string][]string{}
+	}
+	if _, ok := r.why[code]; !ok {
+		r.order = append(r.order, code)
+	}
+	r.why[code] = append(r.why[code], reason)
+}
+
+// list returns one Risk per code, its reasons joined; never nil.
+func (r *reasons) list() []plan.Risk {
+	out := []plan.Risk{}
+	for _, code := range r.order {
+		out = append(out, plan.Risk{Code: code, Reason: strings.Join(r.why[code], "; ")})
+	}
+	return out
+}
+
+type assessor struct {
+	c       *plan.Change
+	desired *schema.Config
+	risks   reasons
+	refused reasons
+}
+
+func (a *assessor) risk(code, format string, args ...any) {
+	a.risks.add(code, fmt.Sprintf(format, args...))
+}
+
+func (a *assessor) refuse(code, format string, args ...any) {
+	a.refused.add(code, fmt.Sprintf(format, args...))
+}
+
+// specs decodes the change's before and after specs; a side that does not
+// exist stays nil.
+func specs[T any](c *plan.Change) (before, after *T, err error) {
+	decode := func(raw json.RawMessage) (*T, error) {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil, nil
+		}
+		v := new(T)
+		return v, json.Unmarshal(raw, v)
+	}
+	if before, err = decode(c.Before); err != nil {
+		return nil, nil, err
+	}
+	after, err = decode(c.After)
+	return before, after, err
+}
+
+func (a *assessor) assess() error {
+	c := a.c
+	destroys := func(what string) {
+		switch c.Action {
+		case plan.Delete:
+			a.risk(plan.RiskDestructive, "deletes %s %s", what, c.Name)
+		case plan.Replace:
+			a.risk(plan.RiskDestructive, "replaces %s %s: it is deleted and created again (%s)", what, c.Name, strings.Join(forcing(c), ", "))
+		}
+	}
+	switch c.Kind {
+	case schema.KindHost:
+		before, after, err := specs[schema.Host](c)
+		if err != nil || before == nil || after == nil {
+			return err
+		}
+		if added := missing(after.Operators, before.Operators); len(added) > 0 {
+			a.risk(plan.RiskPermissionWidening, "operators grow: %s", strings.Join(added, ", "))
+		}
+		if before.TwoPersonRule && !after.TwoPersonRule {
+			a.risk(plan.RiskPermissionWidening, "the two-person rule is switched off")
+		}
+	case schema.KindWorkspace:
+		destroys("workspace")
+		before, after, err := specs[schema.Workspace](c)
+		if err != nil || before == nil || after == nil {
+			return err
+		}
+		a.workspace(before, after)
+	case schema.KindConnection:
+		destroys("connection")
+		before, after, err := specs[schema.Connection](c)
+		if err != nil || before == nil || after == nil {
+			return err
+		}
+		a.connection(before, after)
+	case schema.KindSkill:
+		destroys("skill")
+	case schema.KindJob:
+		destroys("job")
+		before, after, err := specs[schema.Job](c)
+		if err != nil {
+			return err
+		}
+		if after != nil {
+			a.jobProvider(c.Name, after)
+		}
+		if before != nil && after != nil {
+			a.job(before, after)
+		}
+	case schema.KindProvider:
+		before, after, err := specs[schema.Provider](c)
+		if err != nil || before == nil || after == nil {
+			return err
+		}
+		if before.Enabled() && !after.Enabled() {
+			if stranded := a.strandedJobs(c.Name); len(stranded) > 0 {
+				a.refuse(plan.RefusedDisabledProvider, "disabling provider %s leaves job(s) %s on it without an enabled fallbackConnection",
+					c.Name, strings.Join(stranded, ", "))
+			}
+		}
+	case schema.KindPreservation:
+		before, after, err := specs[schema.Preservation](c)
+		if err != nil || after == nil {
+			return err
+		}
+		if after.ChatReset == "reset" && (before == nil || before.ChatReset != "reset") {
+			a.risk(plan.RiskDestructive, "chat reset: importing %s discards its conversations", c.Name)
+		}
+	}
+	return nil
+}
+
+func (a *assessor) workspace(before, after *schema.Workspace) {
+	if schema.PolicyWider(after.Policy, before.Policy) {
+		a.risk(plan.RiskPermissionWidening, "policy grows from %s to %s", before.Policy, after.Policy)
+	}
+	if before.Network.Egress == "none" && after.Network.Egress != "none" {
+		a.risk(plan.RiskPermissionWidening, "network egress grows from none to %s", after.Network.Egress)
+	}
+	for _, m := range keys(after.Members) {
+		switch old, ok := before.Members[m]; {
+		case !ok:
+			a.risk(plan.RiskPermissionWidening, "%s joins as %s", m, after.Members[m])
+		case old == "member" && after.Members[m] == "admin":
+			a.risk(plan.RiskPermissionWidening, "%s becomes admin", m)
+		}
+	}
+	if before.Image != after.Image {
+		a.risk(plan.RiskImageMigration, "image %s -> %s", orNone(before.Image), orNone(after.Image))
+	}
+	if after.ChatReset == "per_run" && before.ChatReset != "per_run" {
+		a.risk(plan.RiskDestructive, "chat reset: conversations are discarded after every run (was %s)", before.ChatReset)
+	}
+}
+
+func (a *assessor) connection(before, after *schema.Connection) {
+	var rebound []string
+	field := func(name, b, af string) {
+		if b != af {
+			rebound = append(rebound, fmt.Sprintf("%s %s -> %s", name, b, af))
+		}
+	}
+	field("owner", before.Owner, after.Owner)
+	field("provider", before.Provider, after.Provider)
+	field("billing", before.Billing, after.Billing)
+	field("credentialHome", before.CredentialHome, after.CredentialHome)
+	if len(rebound) > 0 {
+		a.risk(plan.RiskCredentialRebind, "%s", strings.Join(rebound, "; "))
+	}
+	if before.Provider == after.Provider && before.Billing == after.Billing {
+		return
+	}
+	// Every job on this connection would now run elsewhere or bill
+	// differently; only the job's own config may say so.
+	for _, name := range keys(a.desired.Jobs) {
+		j := a.desired.Jobs[name]
+		if j.Connection != a.c.Name {
+			continue
+		}
+		if (before.Provider != after.Provider && j.Provider != after.Provider) || (before.Billing != after.Billing && j.Billing != after.Billing) {
+			a.refuse(plan.RefusedImplicitSubstitution,
+				"job %s would move from %s/%s to %s/%s without its config saying so (set its provider and billing)",
+				name, before.Provider, before.Billing, after.Provider, after.Billing)
+		}
+	}
+}
+
+func (a *assessor) job(before, after *schema.Job) {
+	if before.Connection != after.Connection {
+		a.risk(plan.RiskCredentialRebind, "connection %s -> %s", before.Connection, after.Connection)
+	}
+	if before.Conversation != after.Conversation {
+		a.risk(plan.RiskDestructive, "chat reset: conversation %s -> %s starts a new conversation", orNone(before.Conversation), orNone(after.Conversation))
+	}
+	if !before.BackgroundAuthority && after.BackgroundAuthority {
+		a.risk(plan.RiskPermissionWidening, "background authority granted")
+	}
+	// An unset job policy is its workspace's; compare what the job runs with.
+	effective := func(j *schema.Job) string {
+		if j.Policy != "" {
+			return j.Policy
+		}
+		if w := a.desired.Workspaces[j.Workspace]; w != nil {
+			return w.Policy
+		}
+		return ""
+	}
+	if b, af := effective(before), effective(after); schema.PolicyWider(af, b) {
+		a.risk(plan.RiskPermissionWidening, "policy grows from %s to %s", b, af)
+	}
+}
+
+// jobProvider refuses a job whose provider is disabled unless it names an
+// enabled fallback connection.
+func (a *assessor) jobProvider(name string, j *schema.Job) {
+	conn := a.desired.Connections[j.Connection]
+	if conn == nil {
+		return
+	}
+	if p := a.desired.Providers[conn.Provider]; p != nil && !p.Enabled() && !a.hasFallback(j) {
+		a.refuse(plan.RefusedDisabledProvider, "provider %s of connection %s is disabled and job %s names no enabled fallbackConnection",
+			conn.Provider, j.Connection, name)
+	}
+}
+
+func (a *assessor) hasFallback(j *schema.Job) bool {
+	if j.FallbackConnection == "" {
+		return false
+	}
+	fc := a.desired.Connections[j.FallbackConnection]
+	if fc == nil {
+		return false
+	}
+	p := a.desired.Providers[fc.Provider]
+	return p != nil && p.Enabled()
+}
+
+// strandedJobs lists the desired jobs on the provider without a fallback.
+func (a *assessor) strandedJobs(provider string) []string {
+	var out []string
+	for _, name := range keys(a.desired.Jobs) {
+		j := a.desired.Jobs[name]
+		if c := a.desired.Connections[j.Connection]; c != nil && c.Provider == provider && !a.hasFallback(j) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// forcing lists the fields of a replace that forced it.
+func forcing(c *plan.Change) []string {
+	var out []string
+	for _, d := range c.Diff {
+		if d.ForcesReplace {
+			out = append(out, d.Path)
+		}
+	}
+	return out
+}
+
+// missing lists the elements of a that b lacks.
+func missing(a, b []string) []string {
+	have := map[string]bool{}
+	for _, x := range b {
+		have[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !have[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
