@@ -401,7 +401,7 @@ func pickApproval(recorded []Approval, auth *Authority, p *plan.Plan, c *plan.Ch
 			continue
 		}
 		switch ok, reason := auth.MayApprove(a.Actor, c); {
-		case a.ConsumedBy != 0:
+		case a.Consumed:
 			why = fmt.Sprintf("the approval by %s was used by apply %d", a.Actor, a.ConsumedBy)
 		case !now.Before(a.ExpiresAt):
 			why = fmt.Sprintf("the approval by %s expired at %s", a.Actor, a.ExpiresAt.UTC().Format(time.RFC3339))

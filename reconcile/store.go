@@ -30,7 +30,8 @@ type Approval struct {
 	Reason     string
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
-	ConsumedBy int64 // the apply that used it; 0 while unused
+	Consumed   bool
+	ConsumedBy int64 // the apply that used it
 }
 
 // Outcomes of nlx resolve.

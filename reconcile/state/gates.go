@@ -183,7 +183,8 @@ func (db *DB) Authority(ctx context.Context) (*reconcile.Authority, error) {
 
 // Approvals implements reconcile.Store.
 func (db *DB) Approvals(ctx context.Context, planHash string) ([]reconcile.Approval, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT id, plan_hash, address, risk, actor, reason, created_at, expires_at, coalesce(consumed_by, 0)
+	rows, err := db.rdb.QueryContext(ctx, `SELECT id, plan_hash, address, risk, actor, reason, created_at, expires_at,
+		consumed_at IS NOT NULL, coalesce(consumed_by, 0)
 		FROM approvals WHERE plan_hash = ? ORDER BY id`, planHash)
 	if err != nil {
 		return nil, fmt.Errorf("read approvals: %w", err)
@@ -193,7 +194,7 @@ func (db *DB) Approvals(ctx context.Context, planHash string) ([]reconcile.Appro
 	for rows.Next() {
 		var a reconcile.Approval
 		var created, expires string
-		if err := rows.Scan(&a.ID, &a.PlanHash, &a.Address, &a.Risk, &a.Actor, &a.Reason, &created, &expires, &a.ConsumedBy); err != nil {
+		if err := rows.Scan(&a.ID, &a.PlanHash, &a.Address, &a.Risk, &a.Actor, &a.Reason, &created, &expires, &a.Consumed, &a.ConsumedBy); err != nil {
 			return nil, fmt.Errorf("read approvals: %w", err)
 		}
 		a.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)

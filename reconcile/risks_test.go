@@ -1,0 +1,250 @@
+package reconcile_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/reconcile"
+)
+
+// applied returns a fixture whose state holds the pi-team example.
+func applied(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	if _, err := f.apply(f.plan(), reconcile.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// gates maps each address with risks or refusals to its codes: risks as
+// they are, refusals prefixed "refused:".
+func gates(p *plan.Plan) map[string][]string {
+	out := map[string][]string{}
+	for _, c := range p.Changes {
+		var codes []string
+		for _, r := range c.Risks {
+			codes = append(codes, r.Code)
+		}
+		for _, r := range c.Refused {
+			codes = append(codes, "refused:"+r.Code)
+		}
+		if len(codes) > 0 {
+			sort.Strings(codes)
+			out[c.Address] = codes
+		}
+	}
+	return out
+}
+
+// appendFile adds CUE to a file of the fixture's config.
+func (f *fixture) appendFile(file, text string) {
+	f.t.Helper()
+	path := filepath.Join(f.dir, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(data, text...), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// sqlExec runs SQL on the fixture's state file directly: what the state
+// gets from outside an apply (imports, a dead apply) is set up this way.
+func (f *fixture) sqlExec(query string, args ...any) {
+	f.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+f.db.Path()+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(query, args...); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// TestEachRiskFromItsCause: every risk and refusal arises from the change
+// that should cause it, on the change it belongs to, and nowhere else.
+func TestEachRiskFromItsCause(t *testing.T) {
+	const newPlatformClaude = `
+connections: "platform-claude": {
+	owner:          "alice"
+	scope:          "team"
+	workspace:      "platform"
+	provider:       "claude"
+	billing:        "api"
+	credentialHome: "platform/claude"
+	generation:     1
+}
+`
+	tests := []struct {
+		name  string
+		edit  func(f *fixture)
+		gates map[string][]string
+	}{
+		{"a cron line: no risk", func(f *fixture) {
+			f.edit("jobs.cue", `"30 6 * * 1-5"`, `"0 7 * * 1-5"`)
+		}, map[string][]string{}},
+		{"a prompt and limits: no risk", func(f *fixture) {
+			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
+			f.edit("workspaces.cue", `memory: "3Gi"`, `memory: "2Gi"`)
+		}, map[string][]string{}},
+		{"image_migration: a workspace moves to another image", func(f *fixture) {
+			f.appendFile("images.cue", "images: \"pi-runtime-2\": {platforms: [\"linux/arm64\"], base: \"scratch\", layers: []}\n")
+			f.edit("workspaces.cue", "owner:     \"alice\"\n\t\timage:     \"pi-runtime\"", "owner:     \"alice\"\n\t\timage:     \"pi-runtime-2\"")
+		}, map[string][]string{"workspace.alice": {plan.RiskImageMigration}}},
+		{"destructive: a job deleted", func(f *fixture) {
+			f.edit("jobs.cue", "\t\"bob-inbox-triage\": {\n\t\tworkspace:   \"bob\"\n\t\tconnection:  \"bob-codex\"\n\t\tschedule: {cron: \"0 8 * * *\", timezone: \"Europe/Berlin\"}\n\t\tprompt:      \"Sort my notification inbox into act, read and ignore.\"\n\t\tconcurrency: \"queue\"\n\t}\n", "")
+		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskDestructive}}},
+		{"destructive: a conversation key changes (chat reset)", func(f *fixture) {
+			f.edit("jobs.cue", `"platform/digest"`, `"platform/digest-2"`)
+		}, map[string][]string{"job.nightly-digest": {plan.RiskDestructive}}},
+		{"destructive: a workspace resets chats after every run", func(f *fixture) {
+			f.edit("workspaces.cue", `chatReset: "never"`, `chatReset: "per_run"`)
+		}, map[string][]string{"workspace.bob": {plan.RiskDestructive}}},
+		{"destructive: a connection replaced", func(f *fixture) {
+			f.edit("connections.cue", "scope:          \"personal\"\n\t\tworkspace:      \"bob\"", "scope:          \"team\"\n\t\tworkspace:      \"bob\"")
+		}, map[string][]string{"connection.bob-codex": {plan.RiskDestructive}}},
+		{"permission_widening: workspace policy", func(f *fixture) {
+			f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
+		}, map[string][]string{"workspace.alice": {plan.RiskPermissionWidening}}},
+		{"permission_widening: network egress", func(f *fixture) {
+			f.edit("workspaces.cue", `network: egress: "none"`, `network: egress: "full"`)
+		}, map[string][]string{"workspace.bob": {plan.RiskPermissionWidening}}},
+		{"permission_widening: a member added", func(f *fixture) {
+			f.edit("workspaces.cue", `members: bob: "admin"`, `members: {bob: "admin", carol: "member"}`)
+		}, map[string][]string{"workspace.bob": {plan.RiskPermissionWidening}}},
+		{"permission_widening: a member becomes admin", func(f *fixture) {
+			f.edit("workspaces.cue", `carol: "member"`, `carol: "admin"`)
+		}, map[string][]string{"workspace.platform": {plan.RiskPermissionWidening}}},
+		{"no risk: an admin becomes member", func(f *fixture) {
+			f.edit("workspaces.cue", `alice: "admin"
+			bob:   "member"`, `alice: "admin"
+			bob:   "member"`)
+			f.edit("workspaces.cue", `policy:    "workspace_write"
+		chatReset: "never"`, `policy:    "read_only"
+		chatReset: "never"`)
+		}, map[string][]string{}},
+		{"permission_widening: background authority", func(f *fixture) {
+			f.edit("jobs.cue", `concurrency: "queue"`, `concurrency: "queue"
+		backgroundAuthority: true`)
+		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskPermissionWidening}}},
+		{"permission_widening: a job's policy widens to its workspace's", func(f *fixture) {
+			f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
+			f.edit("jobs.cue", `policy:     "read_only"`, `policy:     "workspace_write"`)
+		}, map[string][]string{"workspace.alice": {plan.RiskPermissionWidening}, "job.alice-review-queue": {plan.RiskPermissionWidening}}},
+		{"permission_widening: an operator added", func(f *fixture) {
+			f.edit("host.cue", `operators: ["alice"]`, `operators: ["alice", "bob"]`)
+		}, map[string][]string{"host.config": {plan.RiskPermissionWidening}}},
+		{"permission_widening: the two-person rule switched off", func(f *fixture) {
+			f.edit("host.cue", `twoPersonRule: true`, `twoPersonRule: false`)
+		}, map[string][]string{"host.config": {plan.RiskPermissionWidening}}},
+		{"credential_rebind: a connection's credential home", func(f *fixture) {
+			f.edit("connections.cue", `"bob/codex"`, `"bob/codex-2"`)
+		}, map[string][]string{"connection.bob-codex": {plan.RiskCredentialRebind}}},
+		{"credential_rebind: a connection's owner", func(f *fixture) {
+			f.edit("connections.cue", "owner:          \"alice\"\n\t\tscope:          \"team\"", "owner:          \"carol\"\n\t\tscope:          \"team\"")
+		}, map[string][]string{"connection.platform-codex": {plan.RiskCredentialRebind}}},
+		{"credential_rebind: a job moves to another connection it names", func(f *fixture) {
+			f.appendFile("connections.cue", newPlatformClaude)
+			f.edit("jobs.cue", "workspace:  \"platform\"\n\t\tconnection: \"platform-codex\"", "workspace:  \"platform\"\n\t\tconnection: \"platform-claude\"")
+		}, map[string][]string{"job.weekly-release-notes": {plan.RiskCredentialRebind}}},
+		{"implicit_substitution: a connection's billing changes under unpinned jobs", func(f *fixture) {
+			f.edit("connections.cue", `billing:        "subscription"
+		credentialHome: "platform/codex"`, `billing:        "api"
+		credentialHome: "platform/codex"`)
+		}, map[string][]string{"connection.platform-codex": {plan.RiskCredentialRebind, "refused:" + plan.RefusedImplicitSubstitution}}},
+		{"no substitution when the jobs say so", func(f *fixture) {
+			f.edit("connections.cue", `billing:        "subscription"
+		credentialHome: "platform/codex"`, `billing:        "api"
+		credentialHome: "platform/codex"`)
+			f.appendFile("jobs.cue", "jobs: \"nightly-digest\": billing: \"api\"\njobs: \"weekly-release-notes\": billing: \"api\"\n")
+		}, map[string][]string{"connection.platform-codex": {plan.RiskCredentialRebind}}},
+		{"disabled_requested_provider: a provider disabled under its jobs", func(f *fixture) {
+			f.edit("providers.cue", "kind:    \"claude-code\"\n\t\tstatus:  \"enabled\"", "kind:    \"claude-code\"\n\t\tstatus:  \"disabled\"")
+		}, map[string][]string{"provider.claude": {"refused:" + plan.RefusedDisabledProvider}}},
+		{"disabled_requested_provider: a new job on a disabled provider", func(f *fixture) {
+			f.appendFile("connections.cue", `connections: "bob-opencode": {owner: "bob", scope: "personal", workspace: "bob", provider: "opencode", billing: "api", credentialHome: "bob/opencode", generation: 1}
+`)
+			f.appendFile("jobs.cue", `jobs: "bob-experiment": {workspace: "bob", connection: "bob-opencode", schedule: every: "6h", prompt: "Try opencode."}
+`)
+		}, map[string][]string{"job.bob-experiment": {"refused:" + plan.RefusedDisabledProvider}}},
+		{"no refusal with an enabled fallback", func(f *fixture) {
+			f.appendFile("connections.cue", `connections: "bob-opencode": {owner: "bob", scope: "personal", workspace: "bob", provider: "opencode", billing: "api", credentialHome: "bob/opencode", generation: 1}
+`)
+			f.appendFile("jobs.cue", `jobs: "bob-experiment": {workspace: "bob", connection: "bob-opencode", fallbackConnection: "bob-codex", schedule: every: "6h", prompt: "Try opencode."}
+`)
+		}, map[string][]string{}},
+		{"held_import: an imported job released", func(f *fixture) {
+			f.sqlExec(`UPDATE resources SET status = 'held' WHERE address = 'job.bob-inbox-triage'`)
+			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
+		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskHeldImport}}},
+		{"a held import that nothing changes stays held, no risk", func(f *fixture) {
+			f.sqlExec(`UPDATE resources SET status = 'held' WHERE address = 'job.bob-inbox-triage'`)
+			f.edit("jobs.cue", `"30 6 * * 1-5"`, `"0 7 * * 1-5"`)
+		}, map[string][]string{}},
+		{"unknown_claim: a change to a resource with an unknown outcome", func(f *fixture) {
+			f.sqlExec(`INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES ('sha256:x', 'l', 'ci', 1, 1, 'now', 'failed')`)
+			f.sqlExec(`INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (last_insert_rowid(), 'job.bob-inbox-triage', 'update', 'unknown', 'now', '{}')`)
+			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
+		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskUnknownClaim}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := applied(t)
+			tt.edit(f)
+			got := gates(f.plan())
+			if !reflect.DeepEqual(got, tt.gates) {
+				t.Errorf("gates:\ngot  %v\nwant %v", got, tt.gates)
+			}
+		})
+	}
+}
+
+func TestRiskReasonsSayWhy(t *testing.T) {
+	f := applied(t)
+	f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
+	f.edit("workspaces.cue", `carol: "member"`, `carol: "admin"`)
+	var reasons []string
+	for _, c := range f.plan().Changes {
+		for _, r := range c.Risks {
+			reasons = append(reasons, c.Address+": "+r.Reason)
+		}
+	}
+	want := []string{
+		"workspace.alice: policy grows from read_only to workspace_write",
+		"workspace.platform: carol becomes admin",
+	}
+	if !reflect.DeepEqual(reasons, want) {
+		t.Errorf("reasons:\ngot  %q\nwant %q", reasons, want)
+	}
+}
+
+func TestApplyRefusesRefusedPlans(t *testing.T) {
+	f := applied(t)
+	f.edit("providers.cue", "kind:    \"claude-code\"\n\t\tstatus:  \"enabled\"", "kind:    \"claude-code\"\n\t\tstatus:  \"disabled\"")
+	p := f.plan()
+	before := f.fingerprint()
+	_, err := f.apply(p, reconcile.ApplyOptions{})
+	if err == nil || !strings.Contains(err.Error(), plan.RefusedDisabledProvider) || !strings.Contains(err.Error(), "alice-review-queue") {
+		t.Fatalf("got %v, want a disabled_requested_provider refusal naming the job", err)
+	}
+	if f.fingerprint() != before {
+		t.Error("the refused apply wrote to the state")
+	}
+	// No approval can overcome a refusal.
+	_, err = reconcile.Approve(context.Background(), f.db, p, reconcile.ApproveOptions{Actor: "alice", Reason: "please", Changes: []string{"provider.claude"}})
+	if err == nil || !strings.Contains(err.Error(), plan.RefusedDisabledProvider) {
+		t.Fatalf("approve of a refused change: got %v", err)
+	}
+}
