@@ -104,6 +104,10 @@ func run(ctx context.Context, rounds, workspaces int, keep bool) error {
 		}
 		fmt.Fprintf(os.Stderr, "round %d/%d done\n", r+1, rounds)
 	}
+	gatedRatio, gatedDetail, err := gatedApply(ctx, work, nlx, rounds)
+	if err != nil {
+		return err
+	}
 	c, p0, a, p1 := cueExport.median(), plan0.median(), apply.median(), plan1.median()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "measurement\tnlx\tcue export\tratio\ttarget\t")
@@ -120,8 +124,93 @@ func run(ctx context.Context, rounds, workspaces int, keep bool) error {
 	row("apply of that plan: wall", a.wall.Seconds(), c.wall.Seconds(), "s", 1.0)
 	row("plan, no changes: wall", p1.wall.Seconds(), c.wall.Seconds(), "s", 1.2)
 	tw.Flush()
+	verdict := "ok"
+	if gatedRatio > 1.2 {
+		verdict = "MISSED"
+	}
+	fmt.Printf("\napply of 1,000 approved risky changes vs 1,000 without risk: %s, ratio %.2f (target <= 1.2) %s\n", gatedDetail, gatedRatio, verdict)
 	fmt.Printf("\nmedians of %d rounds; apply peak RSS %.0f MiB; no-change plan peak RSS %.0f MiB\n", rounds, float64(a.rss)/1024, float64(p1.rss)/1024)
 	return nil
+}
+
+// gatedApply measures an apply of 1,000 job updates that each carry a risk
+// (a chat reset) and were approved, against the same apply of 1,000 updates
+// without risk, from copies of one applied state.
+func gatedApply(ctx context.Context, work, nlx string, rounds int) (float64, string, error) {
+	base := testgen.Fleet{Workspaces: 200, JobsPerSpace: 5, Operators: []string{"ops"}}
+	dir := filepath.Join(work, "gated")
+	cfg := filepath.Join(dir, "cfg")
+	if err := base.Write(cfg); err != nil {
+		return 0, "", err
+	}
+	seed := filepath.Join(dir, "seed.db")
+	run := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, nlx, args...)
+		cmd.Env = append(os.Environ(), "NLX_ACTOR=ci", "NLX_WORKSPACE_ROOT="+filepath.Join(dir, "ws"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("nlx %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := run("--state", seed, "apply", cfg, "--yes"); err != nil {
+		return 0, "", err
+	}
+	seedData, err := os.ReadFile(seed)
+	if err != nil {
+		return 0, "", err
+	}
+	// Two plans from the same state: prompts changed (no risk) and
+	// conversation keys changed (destructive, approved).
+	plans := map[string]string{}
+	for name, f := range map[string]testgen.Fleet{
+		"plain": {Workspaces: 200, JobsPerSpace: 5, Operators: []string{"ops"}, PromptTag: " v2"},
+		"gated": {Workspaces: 200, JobsPerSpace: 5, Operators: []string{"ops"}, ConversationTag: "-v2"},
+	} {
+		d := filepath.Join(dir, name)
+		if err := f.Write(d); err != nil {
+			return 0, "", err
+		}
+		st := filepath.Join(dir, name+".db")
+		if err := os.WriteFile(st, seedData, 0o600); err != nil {
+			return 0, "", err
+		}
+		p := filepath.Join(dir, name+".json")
+		if err := run("--state", st, "plan", d, "--out", p); err != nil {
+			return 0, "", err
+		}
+		if name == "gated" {
+			if err := run("--state", st, "approve", p, "--actor", "ops", "--reason", "benchmark"); err != nil {
+				return 0, "", err
+			}
+		}
+		plans[name] = st
+	}
+	var plain, gated series
+	for r := 0; r < rounds; r++ {
+		for _, name := range []string{"plain", "gated"} {
+			st := filepath.Join(dir, fmt.Sprintf("%s-%d.db", name, r))
+			data, err := os.ReadFile(plans[name])
+			if err != nil {
+				return 0, "", err
+			}
+			if err := os.WriteFile(st, data, 0o600); err != nil {
+				return 0, "", err
+			}
+			cmd := exec.CommandContext(ctx, nlx, "--state", st, "apply", filepath.Join(dir, name+".json"), "--config", filepath.Join(dir, name))
+			cmd.Env = append(os.Environ(), "NLX_ACTOR=ci")
+			x, err := measure(cmd)
+			if err != nil {
+				return 0, "", err
+			}
+			if name == "plain" {
+				plain = append(plain, x)
+			} else {
+				gated = append(gated, x)
+			}
+		}
+	}
+	p, g := plain.median(), gated.median()
+	return g.wall.Seconds() / p.wall.Seconds(), fmt.Sprintf("%.3g s vs %.3g s", g.wall.Seconds(), p.wall.Seconds()), nil
 }
 
 // peers pairs each Go benchmark with the peer it is measured against.

@@ -113,28 +113,29 @@ func Read(r io.Reader) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
+	data = bytes.TrimSuffix(data, []byte("\n"))
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, data); err != nil {
+	if isCompact(data) {
+		// As nlx writes it: no need to copy 10 MB to find that out. The
+		// decoder below still validates every byte.
+		compact.Write(data)
+	} else if err := json.Compact(&compact, data); err != nil {
 		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
 	}
-	var probe struct {
-		FormatVersion *int `json:"format_version"`
-	}
-	if err := json.Unmarshal(compact.Bytes(), &probe); err != nil {
+	version, ok, err := formatVersion(compact.Bytes())
+	switch {
+	case err != nil:
 		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
-	}
-	if probe.FormatVersion == nil {
+	case !ok:
 		return nil, Refusef(CodeInvalidPlan, "not a plan file: no format_version")
+	case version != FormatVersion:
+		return nil, Refusef(CodeUnknownFormat, "plan format_version %d is not supported (this nlx reads %d)", version, FormatVersion)
 	}
-	if *probe.FormatVersion != FormatVersion {
-		return nil, Refusef(CodeUnknownFormat, "plan format_version %d is not supported (this nlx reads %d)", *probe.FormatVersion, FormatVersion)
-	}
-	dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
-	dec.DisallowUnknownFields()
-	var p Plan
-	if err := dec.Decode(&p); err != nil {
+	pp, err := decodePlan(compact.Bytes())
+	if err != nil {
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
 	}
+	p := *pp
 	c := p
 	c.PlanHash = ""
 	canon, err := canonical(&c)

@@ -6,6 +6,8 @@ package provision
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,11 +17,23 @@ import (
 	"github.com/nlx-dev/nlx/schema"
 )
 
-// Host provisions resources under a workspace root.
+// Host provisions resources under a workspace root. Close it when done.
 type Host struct {
 	// WorkspaceRoot holds one directory per workspace.
 	WorkspaceRoot string
 	Now           func() time.Time
+
+	log *os.File // the effects log, opened on the first effect
+}
+
+// Close closes the effects log.
+func (h *Host) Close() error {
+	if h.log == nil {
+		return nil
+	}
+	err := h.log.Close()
+	h.log = nil
+	return err
 }
 
 // DefaultWorkspaceRoot is $NLX_WORKSPACE_ROOT, else "workspaces" beside the
@@ -51,24 +65,30 @@ func (h *Host) Do(ctx context.Context, c *plan.Change) error {
 	if !schema.ValidName(c.Name) {
 		return fmt.Errorf("workspace name %q cannot name a directory", c.Name)
 	}
+	if h.log == nil {
+		if err := os.MkdirAll(h.WorkspaceRoot, 0o750); err != nil {
+			return fmt.Errorf("create workspace root: %w", err)
+		}
+	}
+	// A directory that already exists is the workspace's: keep it.
 	dir := h.Dir(c.Name)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create workspace directory: %w", err)
 	}
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	log, err := os.OpenFile(filepath.Join(h.WorkspaceRoot, ".nlx-effects.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
-	if err != nil {
+	if h.log == nil {
+		log, err := os.OpenFile(filepath.Join(h.WorkspaceRoot, ".nlx-effects.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+		if err != nil {
+			return fmt.Errorf("effects log: %w", err)
+		}
+		h.log = log
+	}
+	// One write per line (O_APPEND): lines of concurrent writers never mix.
+	if _, err := fmt.Fprintf(h.log, "%s %s %s %s\n", now().UTC().Format(time.RFC3339), c.Action, c.Address, dir); err != nil {
 		return fmt.Errorf("effects log: %w", err)
-	}
-	_, werr := fmt.Fprintf(log, "%s %s %s %s\n", now().UTC().Format(time.RFC3339), c.Action, c.Address, dir)
-	if err := log.Close(); werr == nil {
-		werr = err
-	}
-	if werr != nil {
-		return fmt.Errorf("effects log: %w", werr)
 	}
 	return nil
 }

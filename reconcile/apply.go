@@ -49,6 +49,8 @@ type ApplyOptions struct {
 	Effects Effects
 	// Now is the clock approvals expire by; time.Now by default.
 	Now func() time.Time
+	// PlanFile names the plan in the nlx approve commands refusals print.
+	PlanFile string
 }
 
 // DefaultBatchSize is the default ApplyOptions.BatchSize: large enough that
@@ -57,7 +59,7 @@ const DefaultBatchSize = 500
 
 // effectBatch bounds the effects dispatched together: all of a batch become
 // unknown if apply dies while carrying them out.
-const effectBatch = 64
+const effectBatch = 256
 
 func (o ApplyOptions) batchSize() int {
 	if o.BatchSize > 0 {
@@ -170,7 +172,7 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	if err := checkUnknowns(ctx, store, p, ledger.Unknown); err != nil {
 		return ledger, err
 	}
-	use, err := checkApprovals(ctx, store, p, opts.Now())
+	use, err := checkApprovals(ctx, store, p, opts.Now(), opts.PlanFile)
 	if err != nil {
 		return ledger, err
 	}
@@ -352,7 +354,10 @@ func (u approvalUse) of(group []plan.Change) (ids []int64, used []string) {
 // for this plan, change and risk; unexpired; unused; by an actor who may
 // approve the change in the applied state now (not when they approved); and
 // not by the plan's author under the two-person rule.
-func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Time) (approvalUse, error) {
+func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Time, planFile string) (approvalUse, error) {
+	if planFile == "" {
+		planFile = "PLANFILE"
+	}
 	use := approvalUse{}
 	gated := false
 	for _, c := range p.Changes {
@@ -371,6 +376,11 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 	if err != nil {
 		return nil, err
 	}
+	byKey := map[[2]string][]Approval{}
+	for _, a := range recorded {
+		k := [2]string{a.Address, a.Risk}
+		byKey[k] = append(byKey[k], a)
+	}
 	var missing []string
 	for i := range p.Changes {
 		c := &p.Changes[i]
@@ -378,9 +388,9 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 			if !plan.NeedsApproval(r.Code) {
 				continue
 			}
-			a, why := pickApproval(recorded, auth, p, c, r.Code, now)
+			a, why := pickApproval(byKey[[2]string{c.Address, r.Code}], auth, p, c, r.Code, now)
 			if a == nil {
-				missing = append(missing, fmt.Sprintf("  %s %s: %s\n    nlx approve PLANFILE --change %s --actor NAME --reason TEXT", c.Address, r.Code, why, c.Address))
+				missing = append(missing, fmt.Sprintf("  %s %s: %s\n    nlx approve %s --change %s --actor NAME --reason TEXT", c.Address, r.Code, why, planFile, c.Address))
 				continue
 			}
 			use[c.Address] = append(use[c.Address], *a)
@@ -392,14 +402,12 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 	return use, nil
 }
 
-// pickApproval returns a valid approval of risk on c, or why there is none.
+// pickApproval returns a valid approval of risk on c among those recorded
+// for it, or why there is none.
 func pickApproval(recorded []Approval, auth *Authority, p *plan.Plan, c *plan.Change, risk string, now time.Time) (*Approval, string) {
 	why := "no approval recorded"
 	for i := range recorded {
 		a := &recorded[i]
-		if a.Address != c.Address || a.Risk != risk {
-			continue
-		}
 		switch ok, reason := auth.MayApprove(a.Actor, c); {
 		case a.Consumed:
 			why = fmt.Sprintf("the approval by %s was used by apply %d", a.Actor, a.ConsumedBy)

@@ -80,21 +80,22 @@ func (a *assessor) refuse(code, format string, args ...any) {
 	a.refused.add(code, fmt.Sprintf(format, args...))
 }
 
-// specs decodes the change's before and after specs; a side that does not
-// exist stays nil.
-func specs[T any](c *plan.Change) (before, after *T, err error) {
-	decode := func(raw json.RawMessage) (*T, error) {
-		if len(raw) == 0 || string(raw) == "null" {
-			return nil, nil
-		}
-		v := new(T)
-		return v, json.Unmarshal(raw, v)
+// specs returns the change's before spec (decoded, only when there is an
+// after to compare it with) and its after spec, the desired resource itself.
+// A side that does not exist is nil.
+func specs[T any](c *plan.Change, desired map[string]*T) (before, after *T, err error) {
+	after = desired[c.Name]
+	if c.Action == plan.Delete {
+		after = nil
 	}
-	if before, err = decode(c.Before); err != nil {
+	if after == nil || len(c.Before) == 0 || string(c.Before) == "null" {
+		return nil, after, nil
+	}
+	before = new(T)
+	if err := json.Unmarshal(c.Before, before); err != nil {
 		return nil, nil, err
 	}
-	after, err = decode(c.After)
-	return before, after, err
+	return before, after, nil
 }
 
 func (a *assessor) assess() error {
@@ -109,7 +110,7 @@ func (a *assessor) assess() error {
 	}
 	switch c.Kind {
 	case schema.KindHost:
-		before, after, err := specs[schema.Host](c)
+		before, after, err := specs(c, map[string]*schema.Host{schema.HostName: a.host()})
 		if err != nil || before == nil || after == nil {
 			return err
 		}
@@ -121,14 +122,14 @@ func (a *assessor) assess() error {
 		}
 	case schema.KindWorkspace:
 		destroys("workspace")
-		before, after, err := specs[schema.Workspace](c)
+		before, after, err := specs(c, a.desired.Workspaces)
 		if err != nil || before == nil || after == nil {
 			return err
 		}
 		a.workspace(before, after)
 	case schema.KindConnection:
 		destroys("connection")
-		before, after, err := specs[schema.Connection](c)
+		before, after, err := specs(c, a.desired.Connections)
 		if err != nil || before == nil || after == nil {
 			return err
 		}
@@ -137,7 +138,7 @@ func (a *assessor) assess() error {
 		destroys("skill")
 	case schema.KindJob:
 		destroys("job")
-		before, after, err := specs[schema.Job](c)
+		before, after, err := specs(c, a.desired.Jobs)
 		if err != nil {
 			return err
 		}
@@ -148,7 +149,7 @@ func (a *assessor) assess() error {
 			a.job(before, after)
 		}
 	case schema.KindProvider:
-		before, after, err := specs[schema.Provider](c)
+		before, after, err := specs(c, a.desired.Providers)
 		if err != nil || before == nil || after == nil {
 			return err
 		}
@@ -159,7 +160,7 @@ func (a *assessor) assess() error {
 			}
 		}
 	case schema.KindPreservation:
-		before, after, err := specs[schema.Preservation](c)
+		before, after, err := specs(c, a.desired.Preservations)
 		if err != nil || after == nil {
 			return err
 		}
@@ -168,6 +169,14 @@ func (a *assessor) assess() error {
 		}
 	}
 	return nil
+}
+
+// host is the desired host.config, as Desired makes it.
+func (a *assessor) host() *schema.Host {
+	if a.desired.Host != nil {
+		return a.desired.Host
+	}
+	return &schema.Host{Operators: []string{}}
 }
 
 func (a *assessor) workspace(before, after *schema.Workspace) {

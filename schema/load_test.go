@@ -209,6 +209,24 @@ func TestBadConfigs(t *testing.T) {
 			code:  CodeRawSecret, msg: "never a value", at: `connections.cue:"sk-live`,
 		},
 		{
+			name: "credential written into a provider's environment",
+			edits: []edit{{"providers.cue", `command: ["codex", "app-server"]`, `command: ["codex", "app-server"]
+	env: OPENAI_API_KEY: "sk-live-0123456789abcdef"`}},
+			code: CodeRawSecret, msg: "OPENAI_API_KEY looks like a credential", at: `providers.cue:"sk-live`,
+		},
+		{
+			name: "job pins another provider than its connection's",
+			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+	provider:   "claude"`}},
+			code: CodeJobPin, msg: `pins provider "claude"`, at: `jobs.cue:"claude"`,
+		},
+		{
+			name: "fallback connection of another workspace",
+			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+	fallbackConnection: "core-codex"`}},
+			code: CodeWrongWorkspace, msg: `belongs to workspace "core"`, at: "jobs.cue:\"core-codex\"\n}",
+		},
+		{
 			name:  "team skill of another team",
 			edits: []edit{{"skills.cue", `owner:   "core"`, `owner:   "other"`}},
 			code:  CodeSkillScope, msg: `belongs to team "other"`, at: `jobs.cue:"team-notes"`,

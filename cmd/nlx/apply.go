@@ -18,6 +18,7 @@ import (
 )
 
 type applyOptions struct {
+	batchSize int
 	target    string
 	configDir string
 	output    string
@@ -52,6 +53,9 @@ refuses (confirmation_required).`,
 	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVarP(&opts.yes, "yes", "y", false, "apply a directory's plan without asking (never approves a risk)")
 	cmd.Flags().StringVar(&opts.actor, "actor", "", "who applies (default $NLX_ACTOR, else $USER)")
+	// Smaller batches give crash tests a journal step between more changes.
+	cmd.Flags().IntVar(&opts.batchSize, "batch-size", reconcile.DefaultBatchSize, "state-only changes per transaction")
+	_ = cmd.Flags().MarkHidden("batch-size")
 	return cmd
 }
 
@@ -66,6 +70,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	var (
 		p         *plan.Plan
 		configDir string
+		planFile  string
 		db        *state.DB
 	)
 	if info.IsDir() {
@@ -86,6 +91,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		if p, err = plan.ReadFile(opts.target); err != nil {
 			return err
 		}
+		planFile = opts.target
 		configDir = opts.configDir
 		if configDir == "" {
 			configDir = p.Inputs.ConfigDir
@@ -100,7 +106,8 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	}
 	defer db.Close()
 	effects := &provision.Host{WorkspaceRoot: provision.DefaultWorkspaceRoot(db.Path())}
-	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor), Effects: effects})
+	defer effects.Close()
+	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile})
 	if ledger != nil && ledger.TookOverLock != nil {
 		fmt.Fprintf(a.io.Err, "Took over the state lock from %s: that process is gone.\n", ledger.TookOverLock)
 	}

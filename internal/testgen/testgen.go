@@ -16,6 +16,11 @@ type Fleet struct {
 	PerFile        int // workspaces per .cue file
 	Package        string
 	ScheduleMinute int // shifts every cron schedule; change it to force updates
+	// PromptTag and ConversationTag end every job's prompt and conversation
+	// key: changing the first updates every job without risk, the second
+	// with a destructive one (a chat reset).
+	PromptTag, ConversationTag string
+	Operators                  []string // host operators
 }
 
 // Resources is the number of resources the fleet holds (providers included).
@@ -36,6 +41,8 @@ func (f Fleet) Write(dir string) error {
 	}
 	head := fmt.Sprintf(`package %s
 
+host: operators: %s
+
 providers: codex: {
 	kind:    "codex-app-server"
 	status:  "enabled"
@@ -48,7 +55,7 @@ providers: claude: {
 	version: ">= 2.0"
 	command: ["claude", "--output-format", "stream-json"]
 }
-`, f.Package)
+`, f.Package, quoteList(f.Operators))
 	if err := os.WriteFile(filepath.Join(dir, "providers.cue"), []byte(head), 0o644); err != nil {
 		return fmt.Errorf("write providers: %w", err)
 	}
@@ -105,16 +112,27 @@ connections: "%s-conn": {
 	workspace:    %q
 	connection:   "%s-conn"
 	schedule: {cron: "%d %d * * *", timezone: "Europe/Berlin"}
-	conversation: "%s/daily-%d"
-	prompt:       "Summarise yesterday's activity in %s, part %d."
+	conversation: "%s/daily-%d%s"
+	prompt:       "Summarise yesterday's activity in %s, part %d.%s"
 }
-`, ws, j, ws, ws, (f.ScheduleMinute+j*7)%60, (i+j)%24, ws, j, ws, j)
+`, ws, j, ws, ws, (f.ScheduleMinute+j*7)%60, (i+j)%24, ws, j, f.ConversationTag, ws, j, f.PromptTag)
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+func quoteList(l []string) string {
+	out := "["
+	for i, s := range l {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%q", s)
+	}
+	return out + "]"
 }
 
 // CopyTree copies the directory tree src to dst (created), regular files

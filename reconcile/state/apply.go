@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -327,14 +328,19 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + ? WHERE id = ?`, len(changes), applyID); err != nil {
 			return fmt.Errorf("count committed changes: %w", err)
 		}
-		// The approvals these changes used are spent with them.
-		for _, id := range approvals {
-			res, err := tx.ExecContext(ctx, `UPDATE approvals SET consumed_at = ?, consumed_by = ? WHERE id = ? AND consumed_at IS NULL`, at, applyID, id)
+		// The approvals these changes used are spent with them, each once.
+		if len(approvals) > 0 {
+			ids, err := json.Marshal(approvals)
 			if err != nil {
-				return fmt.Errorf("consume approval %d: %w", id, err)
+				return err
 			}
-			if n, _ := res.RowsAffected(); n != 1 {
-				return fmt.Errorf("approval %d was already used", id)
+			res, err := tx.ExecContext(ctx, `UPDATE approvals SET consumed_at = ?, consumed_by = ?
+				WHERE id IN (SELECT value FROM json_each(?)) AND consumed_at IS NULL`, at, applyID, string(ids))
+			if err != nil {
+				return fmt.Errorf("consume approvals: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n != int64(len(approvals)) {
+				return fmt.Errorf("%d of the %d approvals these changes use were already used", int64(len(approvals))-n, len(approvals))
 			}
 		}
 		return nil

@@ -26,4 +26,5 @@ CREATE TABLE resolutions (
 	at         TEXT    NOT NULL
 );
 
-CREATE INDEX journal_by_phase ON journal (phase);
+-- Only the rare open outcomes are looked up by phase.
+CREATE INDEX journal_open ON journal (phase) WHERE phase IN ('dispatched', 'unknown');
