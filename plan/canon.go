@@ -157,8 +157,19 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 // isCompact reports whether raw has no whitespace outside its strings: a
 // scan, far cheaper than json.Compact on the common, compact case.
 func isCompact(raw []byte) bool {
+	compact := true
+	outsideStrings(raw, func(_ int, c byte) bool {
+		compact = c != ' ' && c != '\t' && c != '\n' && c != '\r'
+		return compact
+	})
+	return compact
+}
+
+// outsideStrings calls fn with each byte of JSON text raw that is not inside
+// a string (quotes included), until fn returns false.
+func outsideStrings(raw []byte, fn func(i int, c byte) bool) {
 	inString, escaped := false, false
-	for _, c := range raw {
+	for i, c := range raw {
 		switch {
 		case escaped:
 			escaped = false
@@ -171,11 +182,12 @@ func isCompact(raw []byte) bool {
 			}
 		case c == '"':
 			inString = true
-		case c == ' ', c == '\t', c == '\n', c == '\r':
-			return false
+		default:
+			if !fn(i, c) {
+				return
+			}
 		}
 	}
-	return true
 }
 
 const hexDigits = "0123456789abcdef"

@@ -100,30 +100,21 @@ func splitArray(raw []byte) ([][]byte, error) {
 		return nil, errors.New("not an array")
 	}
 	var out [][]byte
-	depth, start, inString, escaped := 0, 1, false, false
-	for i := 1; i < len(raw)-1; i++ {
-		c := raw[i]
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			switch c {
-			case '\\':
-				escaped = true
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+	depth, start := 0, 1
+	outsideStrings(raw[1:len(raw)-1], func(i int, c byte) bool {
+		switch c {
+		case '{', '[':
 			depth++
-		case c == '}' || c == ']':
+		case '}', ']':
 			depth--
-		case c == ',' && depth == 0:
-			out = append(out, raw[start:i])
-			start = i + 1
+		case ',':
+			if depth == 0 {
+				out = append(out, raw[start:i+1])
+				start = i + 2
+			}
 		}
-	}
+		return true
+	})
 	if start < len(raw)-1 {
 		out = append(out, raw[start:len(raw)-1])
 	}

@@ -44,23 +44,7 @@ func copyDir(t *testing.T, src, dst string) {
 
 func (f *fixture) plan() *plan.Plan {
 	f.t.Helper()
-	ctx := context.Background()
-	cfg, err := schema.Load(ctx, f.dir)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	snap, err := f.db.Snapshot(ctx)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: snap, ConfigDir: f.dir, NlxVersion: "test"})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := plan.Encode(p); err != nil {
-		f.t.Fatal(err)
-	}
-	return p
+	return f.planBy("")
 }
 
 func (f *fixture) apply(p *plan.Plan, opts reconcile.ApplyOptions) (*reconcile.Ledger, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -81,13 +80,10 @@ func approveRun(ctx context.Context, a *app, opts *approveOptions) error {
 		for _, ap := range approvals {
 			items = append(items, item{ap.Address, ap.Risk, ap.Actor, ap.ExpiresAt.UTC().Format(time.RFC3339)})
 		}
-		data, _ := json.Marshal(struct {
-			FormatVersion int    `json:"format_version"`
-			PlanHash      string `json:"plan_hash"`
-			Approvals     []item `json:"approvals"`
-		}{1, p.PlanHash, items})
-		fmt.Fprintln(a.io.Out, string(data))
-		return nil
+		return a.writeJSON(struct {
+			PlanHash  string `json:"plan_hash"`
+			Approvals []item `json:"approvals"`
+		}{p.PlanHash, items})
 	}
 	for _, ap := range approvals {
 		fmt.Fprintf(a.io.Out, "approved %s %s by %s until %s\n", ap.Address, ap.Risk, ap.Actor, ap.ExpiresAt.UTC().Format(time.RFC3339))

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/reconcile"
+	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
 func newResolveCmd(a *app) *cobra.Command {
@@ -24,17 +25,14 @@ host operator or an admin of the resource's workspace in the applied state.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := a.openState(ctx, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			n, serial, err := reconcile.Resolve(ctx, db, args[0], outcome, actor, reason)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "Resolved %d unknown outcome(s) of %s as %s. State serial %d.\n", n, args[0], outcome, serial)
-			return nil
+			return a.withState(ctx, func(db *state.DB) error {
+				n, serial, err := reconcile.Resolve(ctx, db, args[0], outcome, actor, reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.io.Out, "Resolved %d unknown outcome(s) of %s as %s. State serial %d.\n", n, args[0], outcome, serial)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 
@@ -87,6 +89,31 @@ func (a *app) openState(ctx context.Context, mustExist bool) (*state.DB, error) 
 		return nil, err
 	}
 	return state.Open(ctx, path, state.Options{MustExist: mustExist})
+}
+
+// withState runs fn with the existing state open.
+func (a *app) withState(ctx context.Context, fn func(db *state.DB) error) error {
+	db, err := a.openState(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
+// writeJSON prints one JSON document on stdout: format_version 1 and the
+// fields of doc, a struct or map (never HTML-escaped).
+func (a *app) writeJSON(doc any) error {
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	head := []byte(`{"format_version":1`)
+	if len(data) > 2 {
+		head = append(head, ',')
+	}
+	_, err = fmt.Fprintf(a.io.Out, "%s%s\n", head, data[1:])
+	return err
 }
 
 // color reports whether the text view may use ANSI colour.

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"text/tabwriter"
 
@@ -19,34 +19,28 @@ func newStateJournalCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.output = output
 			ctx := cmd.Context()
-			db, err := a.openState(ctx, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			entries, err := db.Journal(ctx)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				if entries == nil {
-					entries = []state.JournalEntry{}
-				}
-				data, _ := json.Marshal(struct {
-					FormatVersion int                  `json:"format_version"`
-					Journal       []state.JournalEntry `json:"journal"`
-				}{1, entries})
-				fmt.Fprintln(a.io.Out, string(data))
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tAPPLY\tADDRESS\tACTION\tPHASE\tAT\tRESOLUTION")
-			for _, e := range entries {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.ApplyID, e.Address, e.Action, e.Phase, e.At, e.Resolution)
-			}
-			return tw.Flush()
+			return a.withState(ctx, func(db *state.DB) error { return journalRun(ctx, a, db, output) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+func journalRun(ctx context.Context, a *app, db *state.DB, output string) error {
+	entries, err := db.Journal(ctx)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		if entries == nil {
+			entries = []state.JournalEntry{}
+		}
+		return a.writeJSON(map[string]any{"journal": entries})
+	}
+	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAPPLY\tADDRESS\tACTION\tPHASE\tAT\tRESOLUTION")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.ApplyID, e.Address, e.Action, e.Phase, e.At, e.Resolution)
+	}
+	return tw.Flush()
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
 func newStateShowCmd(a *app) *cobra.Command {
@@ -19,34 +21,31 @@ func newStateShowCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.output = output
 			ctx := cmd.Context()
-			db, err := a.openState(ctx, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			r, err := db.Resource(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if r == nil {
-				return plan.Refusef("not_in_state", "no resource %s in the state (addresses are kind.name, see nlx state list)", args[0])
-			}
-			if output == "json" {
-				data, _ := json.Marshal(map[string]any{
-					"format_version": 1, "address": r.Address, "kind": r.Kind, "name": r.Name, "status": r.Status,
-					"serial": r.Serial, "updated_at": r.UpdatedAt, "spec_hash": r.Hash, "spec": json.RawMessage(r.Spec),
-				})
-				fmt.Fprintln(a.io.Out, string(data))
-				return nil
-			}
-			var pretty bytes.Buffer
-			if err := json.Indent(&pretty, r.Spec, "", "  "); err != nil {
-				return fmt.Errorf("stored spec of %s: %w", r.Address, err)
-			}
-			fmt.Fprintf(a.io.Out, "# %s\n# status %s, written at serial %d (%s)\n# spec %s\n%s\n", r.Address, r.Status, r.Serial, r.UpdatedAt, r.Hash, pretty.String())
-			return nil
+			return a.withState(ctx, func(db *state.DB) error { return showStateRun(ctx, a, db, args[0], output) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
+}
+
+func showStateRun(ctx context.Context, a *app, db *state.DB, address, output string) error {
+	r, err := db.Resource(ctx, address)
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return plan.Refusef("not_in_state", "no resource %s in the state (addresses are kind.name, see nlx state list)", address)
+	}
+	if output == "json" {
+		return a.writeJSON(map[string]any{
+			"address": r.Address, "kind": r.Kind, "name": r.Name, "status": r.Status,
+			"serial": r.Serial, "updated_at": r.UpdatedAt, "spec_hash": r.Hash, "spec": json.RawMessage(r.Spec),
+		})
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, r.Spec, "", "  "); err != nil {
+		return fmt.Errorf("stored spec of %s: %w", r.Address, err)
+	}
+	fmt.Fprintf(a.io.Out, "# %s\n# status %s, written at serial %d (%s)\n# spec %s\n%s\n", r.Address, r.Status, r.Serial, r.UpdatedAt, r.Hash, pretty.String())
+	return nil
 }

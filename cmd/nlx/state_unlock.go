@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
 func newStateUnlockCmd(a *app) *cobra.Command {
@@ -16,16 +18,13 @@ over a lock by itself when it can prove the holder dead on this host.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			db, err := a.openState(ctx, true)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if err := db.Unlock(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "Released state lock %s.\n", args[0])
-			return nil
+			return a.withState(ctx, func(db *state.DB) error {
+				if err := db.Unlock(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.io.Out, "Released state lock %s.\n", args[0])
+				return nil
+			})
 		},
 	}
 }
