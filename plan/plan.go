@@ -124,6 +124,16 @@ type Inputs struct {
 	ConfigHash string             `json:"config_hash"`
 	Files      []schema.InputFile `json:"files"`
 	Dirs       []string           `json:"dirs,omitempty"`
+	// Images are the images workspaces use, by name, resolved to the
+	// digests the plan pins.
+	Images map[string]ImagePin `json:"images,omitempty"`
+}
+
+// ImagePin is an image resolved when planning.
+type ImagePin struct {
+	Digest   string `json:"digest"`             // the image index digest
+	Ref      string `json:"ref,omitempty"`      // a prebuilt image's reference, as configured
+	Registry string `json:"registry,omitempty"` // where a built image is pushed
 }
 
 // Summary counts changes as Terraform does: a replace adds and destroys.

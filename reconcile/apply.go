@@ -51,6 +51,17 @@ type ApplyOptions struct {
 	Now func() time.Time
 	// PlanFile names the plan in the nlx approve commands refusals print.
 	PlanFile string
+	// Images proves, before anything is written, that every image digest
+	// the plan pins for a workspace can be had; nil skips the check.
+	Images ImageChecker
+}
+
+// ImageChecker finds out whether a pinned image can be had now.
+type ImageChecker interface {
+	// Available returns nil when the image of that name and pin is in the
+	// local store or its registry, else a refusal (image_not_available,
+	// image_ref_moved).
+	Available(ctx context.Context, name string, pin plan.ImagePin) error
 }
 
 // DefaultBatchSize is the default ApplyOptions.BatchSize: large enough that
@@ -145,6 +156,9 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 		}
 	}
 	if err := checkRefused(p); err != nil {
+		return nil, err
+	}
+	if err := checkImages(ctx, opts.Images, p); err != nil {
 		return nil, err
 	}
 	lock, err := store.Lock(ctx, "apply")
@@ -283,6 +297,35 @@ func applyEffects(ctx context.Context, store Store, effects Effects, id, serial 
 		}
 	}
 	return effErr
+}
+
+// checkImages proves each image a workspace change pins can be had.
+func checkImages(ctx context.Context, images ImageChecker, p *plan.Plan) error {
+	if images == nil {
+		return nil
+	}
+	checked := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.Kind != schema.KindWorkspace || !c.Action.Creates() && c.Action != plan.Update {
+			continue
+		}
+		var w schema.Workspace
+		if err := json.Unmarshal(c.After, &w); err != nil {
+			return fmt.Errorf("read %s: %w", c.Address, err)
+		}
+		if w.ImageDigest == "" || checked[w.Image] {
+			continue
+		}
+		pin, ok := p.Inputs.Images[w.Image]
+		if !ok || pin.Digest != w.ImageDigest {
+			return plan.Refusef(plan.CodeInvalidPlan, "%s pins image %s %s, which the plan's inputs do not name", c.Address, w.Image, w.ImageDigest)
+		}
+		if err := images.Available(ctx, w.Image, pin); err != nil {
+			return err
+		}
+		checked[w.Image] = true
+	}
+	return nil
 }
 
 // checkRefused refuses a plan holding a change no approval can apply.

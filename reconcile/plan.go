@@ -12,11 +12,15 @@ type PlanInput struct {
 	ConfigDir  string // as the operator gave it; recorded for apply
 	NlxVersion string
 	Actor      string // who makes the plan
+	// Images are the resolved images, by name: their digests are pinned in
+	// the specs of the images and of the workspaces that use them.
+	Images map[string]plan.ImagePin
 }
 
 // Plan diffs the config against the snapshot and returns the plan, bound to
 // the snapshot's lineage and serial and to the config's inputs. It is pure.
 func Plan(in PlanInput) (*plan.Plan, error) {
+	pinImages(in.Config, in.Images)
 	desired, err := Desired(in.Config)
 	if err != nil {
 		return nil, err
@@ -49,9 +53,23 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 			ConfigHash: in.Config.Inputs.Hash,
 			Files:      files,
 			Dirs:       in.Config.Inputs.Dirs,
+			Images:     in.Images,
 		},
 		Unknowns: unknowns,
 		Changes:  changes,
 		Summary:  plan.Summarize(changes),
 	}, nil
+}
+
+// pinImages writes the resolved digests into the config's images and the
+// workspaces using them, so the specs (and so the diff) carry them.
+func pinImages(cfg *schema.Config, pins map[string]plan.ImagePin) {
+	for name, im := range cfg.Images {
+		im.Digest = pins[name].Digest
+	}
+	for _, w := range cfg.Workspaces {
+		if w.Image != "" {
+			w.ImageDigest = pins[w.Image].Digest
+		}
+	}
 }

@@ -194,8 +194,11 @@ func (a *assessor) workspace(before, after *schema.Workspace) {
 			a.risk(plan.RiskPermissionWidening, "%s becomes admin", m)
 		}
 	}
-	if before.Image != after.Image {
-		a.risk(plan.RiskImageMigration, "image %s -> %s", orNone(before.Image), orNone(after.Image))
+	switch {
+	case before.Image != after.Image:
+		a.risk(plan.RiskImageMigration, "image %s %s -> %s %s", orNone(before.Image), short(before.ImageDigest), orNone(after.Image), short(after.ImageDigest))
+	case before.ImageDigest != after.ImageDigest:
+		a.risk(plan.RiskImageMigration, "image %s %s -> %s", after.Image, orNone(before.ImageDigest), orNone(after.ImageDigest))
 	}
 	if after.ChatReset == "per_run" && before.ChatReset != "per_run" {
 		a.risk(plan.RiskDestructive, "chat reset: conversations are discarded after every run (was %s)", before.ChatReset)
@@ -327,4 +330,12 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// short abbreviates a digest for a reason line.
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
 }

@@ -34,6 +34,8 @@ var (
 	reEvery     = regexp.MustCompile(`^([0-9]+(ms|s|m|h))+$`)
 	reAt        = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T`)
 	reSHA256    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	reImageRef  = regexp.MustCompile(`^[^ ]+[:@][^ ]+$`)
+	reRegistry  = regexp.MustCompile(`^[^ @:]+(:[0-9]+)?(/[^ @:]+)+$`)
 )
 
 // rule checks one JSON value (decoded with UseNumber) and reports false when
@@ -217,10 +219,11 @@ var configRule = object(
 		opt("feature", str),
 		opt("env", mapOf(reEnvUpper, str)),
 	))),
-	opt("images", mapOf(reName, object(
-		req("platforms", listOf(1, enum("linux/arm64", "linux/amd64"))),
-		req("base", func(v any) bool { return enum("scratch")(v) || match(reOCILayout, reDigestRef)(v) }),
-		req("layers", listOf(0, all(
+	opt("images", mapOf(reName, all(object(
+		opt("ref", match(reImageRef)),
+		opt("platforms", listOf(1, enum("linux/arm64", "linux/amd64"))),
+		opt("base", func(v any) bool { return enum("scratch")(v) || match(reOCILayout, reDigestRef)(v) }),
+		opt("layers", listOf(0, all(
 			object(opt("files", str), opt("go", str), opt("skills", listOf(1, name)), req("dest", absPath)),
 			exactlyOne("files", "go", "skills"),
 		))),
@@ -231,7 +234,15 @@ var configRule = object(
 		opt("user", str),
 		opt("labels", stringMap),
 		opt("output", str),
-	))),
+		opt("registry", match(reRegistry)),
+	), func(v any) bool { // a build unless a ref
+		m := v.(map[string]any)
+		_, ref := m["ref"]
+		_, p := m["platforms"]
+		_, b := m["base"]
+		_, l := m["layers"]
+		return ref != (p || b || l) && (ref || (p && b && l))
+	}))),
 	opt("workspaces", mapOf(reName, object(
 		req("team", name),
 		req("kind", enum("team", "personal")),

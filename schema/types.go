@@ -109,9 +109,10 @@ func (p *Provider) Enabled() bool { return p.Status == "enabled" }
 
 // Image describes a native OCI image built for one or more platforms.
 type Image struct {
-	Platforms  []string          `json:"platforms"`
-	Base       string            `json:"base"`
-	Layers     []Layer           `json:"layers"`
+	Ref        string            `json:"ref,omitempty"`
+	Platforms  []string          `json:"platforms,omitempty"`
+	Base       string            `json:"base,omitempty"`
+	Layers     []Layer           `json:"layers,omitempty"`
 	Entrypoint []string          `json:"entrypoint,omitempty"`
 	Cmd        []string          `json:"cmd,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
@@ -119,6 +120,11 @@ type Image struct {
 	User       string            `json:"user,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	Output     string            `json:"output,omitempty"`
+	Registry   string            `json:"registry,omitempty"`
+
+	// Digest is the image index digest the plan resolved it to; filled
+	// when planning, never written in a config.
+	Digest string `json:"digest,omitempty"`
 }
 
 // Layer is one image layer; exactly one of Files, Go and Skills is set.
@@ -141,6 +147,10 @@ type Workspace struct {
 	Limits    Limits            `json:"limits"`
 	Skills    []string          `json:"skills,omitempty"`
 	Network   Network           `json:"network"`
+
+	// ImageDigest pins the image the workspace runs: the index digest the
+	// plan resolved its image to. Filled when planning, never in a config.
+	ImageDigest string `json:"imageDigest,omitempty"`
 }
 
 // Limits are a workspace's cgroup limits.

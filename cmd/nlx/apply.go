@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile"
@@ -107,7 +108,12 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	defer db.Close()
 	effects := &provision.Host{WorkspaceRoot: provision.DefaultWorkspaceRoot(db.Path())}
 	defer effects.Close()
-	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile})
+	store, err := a.imageStore()
+	if err != nil {
+		return err
+	}
+	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile,
+		Images: &images.Checker{Store: store}})
 	if ledger != nil && ledger.TookOverLock != nil {
 		fmt.Fprintf(a.io.Err, "Took over the state lock from %s: that process is gone.\n", ledger.TookOverLock)
 	}

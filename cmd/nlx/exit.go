@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
@@ -52,12 +53,15 @@ var approvalCodes = map[string]bool{
 // classify returns an error's reason code and exit code.
 func classify(err error) (string, ExitCode) {
 	var (
-		refusal *plan.Refusal
-		locked  *reconcile.LockedError
-		cfgErrs schema.Errors
-		newer   *state.NewerSchemaError
+		refusal  *plan.Refusal
+		locked   *reconcile.LockedError
+		cfgErrs  schema.Errors
+		newer    *state.NewerSchemaError
+		imageErr *images.Error
 	)
 	switch {
+	case errors.As(err, &imageErr):
+		return imageErr.Code, ExitError
 	case errors.As(err, &locked):
 		return reconcile.CodeStateLocked, ExitLocked
 	case errors.As(err, &refusal):
@@ -133,7 +137,8 @@ func (a *app) report(err error) ExitCode {
 	}
 	msg := err.Error()
 	var refusal *plan.Refusal
-	if !errors.As(err, &refusal) && code != codeGenericFailure && code != reconcile.CodeStateLocked {
+	var imageErr *images.Error
+	if !errors.As(err, &refusal) && !errors.As(err, &imageErr) && code != codeGenericFailure && code != reconcile.CodeStateLocked {
 		msg = code + ": " + msg
 	}
 	fmt.Fprintf(a.io.Err, "Error: %s\n", msg)

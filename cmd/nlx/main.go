@@ -22,6 +22,7 @@ func main() {
 		Err:         os.Stderr,
 		InTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
 		OutTerminal: term.IsTerminal(int(os.Stdout.Fd())),
+		ErrTerminal: term.IsTerminal(int(os.Stderr.Fd())),
 	})
 	stop()
 	os.Exit(int(code))

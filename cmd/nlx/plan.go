@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
@@ -127,5 +128,27 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 	if st.err != nil {
 		return nil, st.err
 	}
-	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor})
+	pins, err := resolveImages(ctx, a, cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins})
+}
+
+// resolveImages pins every image a workspace uses: built ones are built
+// (from the layer cache when unchanged) into the image store.
+func resolveImages(ctx context.Context, a *app, cfg *schema.Config, dir string) (map[string]plan.ImagePin, error) {
+	if len(cfg.Images) == 0 {
+		return nil, nil
+	}
+	store, err := a.imageStore()
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := images.EpochFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	r := &images.Resolver{Store: store, ConfigDir: dir, Epoch: epoch, Log: a.progress()}
+	return r.Resolve(ctx, cfg)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
@@ -20,6 +21,7 @@ type IO struct {
 	Err         io.Writer
 	InTerminal  bool
 	OutTerminal bool
+	ErrTerminal bool // progress goes to stderr only when it is a terminal
 }
 
 // app holds what every command shares.
@@ -70,6 +72,7 @@ Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
 		newStateCmd(a),
 		newSchemaCmd(a),
 		newVersionCmd(a),
+		newImageCmd(a),
 	)
 	return root
 }
@@ -114,6 +117,27 @@ func (a *app) writeJSON(doc any) error {
 	}
 	_, err = fmt.Fprintf(a.io.Out, "%s%s\n", head, data[1:])
 	return err
+}
+
+// progress returns a logger for long work: lines on stderr when stderr is
+// a terminal, nothing otherwise.
+func (a *app) progress() func(format string, args ...any) {
+	if !a.io.ErrTerminal {
+		return func(string, ...any) {}
+	}
+	return func(format string, args ...any) { fmt.Fprintf(a.io.Err, format+"\n", args...) }
+}
+
+// imageStore is the local image store beside the state.
+func (a *app) imageStore() (*images.Store, error) {
+	path, err := a.resolveState()
+	if err != nil {
+		return nil, err
+	}
+	if d := os.Getenv("NLX_IMAGE_STORE"); d != "" {
+		return &images.Store{Dir: d}, nil
+	}
+	return &images.Store{Dir: images.DefaultStoreDir(path)}, nil
 }
 
 // color reports whether the text view may use ANSI colour.

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/images"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+func newImageCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Build, push, pull, inspect and unpack native images",
+		Long: `Native images are OCI image indexes built reproducibly from the images
+entries of a config, kept in the local image store (an OCI layout beside the
+state; $NLX_IMAGE_STORE overrides it).`,
+	}
+	cmd.AddCommand(newImageBuildCmd(a), newImagePushCmd(a), newImagePullCmd(a), newImageInspectCmd(a), newImageUnpackCmd(a))
+	return cmd
+}
+
+// buildImage builds the images entry name of the config in dir into the
+// store (and the image's own output layout, if any).
+func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, error) {
+	cfg, err := schema.Load(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	im := cfg.Images[name]
+	if im == nil {
+		return nil, &images.Error{Code: images.CodeUnknownImage, Msg: fmt.Sprintf("the config in %s has no image %q", dir, name)}
+	}
+	if im.Ref != "" {
+		return nil, &images.Error{Code: images.CodeUnknownImage, Msg: fmt.Sprintf("image %s is prebuilt (%s); pull it instead", name, im.Ref)}
+	}
+	store, err := a.imageStore()
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := images.EpochFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	res, err := images.Build(ctx, images.Input{Name: name, Image: im, ConfigDir: dir, Skills: cfg.Skills,
+		Cache: store.Cache(), Epoch: epoch, Log: a.progress()})
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Put(res.Index, name); err != nil {
+		return nil, err
+	}
+	if im.Output != "" {
+		out := im.Output
+		if !filepath.IsAbs(out) {
+			out = filepath.Join(dir, out)
+		}
+		if err := images.WriteLayout(out, res.Index, name); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func newImageBuildCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "build NAME [DIR]",
+		Short: "Build an image of the config into the image store; print its digest",
+		Long: `Build builds the images entry NAME of the config in DIR (default ".") for
+every platform it lists, reproducibly: the same inputs give the same index
+digest on any machine (mtimes from SOURCE_DATE_EPOCH, default 0). Unchanged
+layers come from the layer cache. Prints the index digest.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.output = output
+			dir := "."
+			if len(args) == 2 {
+				dir = args[1]
+			}
+			res, err := buildImage(cmd.Context(), a, args[0], dir)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return a.writeJSON(res)
+			}
+			fmt.Fprintln(a.io.Out, res.Digest)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func newImagePushCmd(a *app) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "push NAME REF",
+		Short: "Build (from the cache) and push an image to a registry, verified by digest",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			res, err := buildImage(ctx, a, args[0], dir)
+			if err != nil {
+				return err
+			}
+			progress, done := a.pushProgress()
+			d, err := images.Push(ctx, res.Index, args[1], progress)
+			done()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.io.Out, "%s@%s\n", args[1], d)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "config", ".", "config `DIR`")
+	return cmd
+}
+
+// pushProgress returns a channel go-containerregistry reports upload
+// progress on, drawn as a bar on stderr when it is a terminal, and a
+// function to call when the push ended.
+func (a *app) pushProgress() (chan v1.Update, func()) {
+	if !a.io.ErrTerminal {
+		return nil, func() {}
+	}
+	ch := make(chan v1.Update, 16)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for u := range ch {
+			if u.Total > 0 {
+				const width = 30
+				n := int(width * u.Complete / u.Total)
+				fmt.Fprintf(a.io.Err, "\rpushing [%-*s] %3d%%", width, strings.Repeat("=", n), 100*u.Complete/u.Total)
+			}
+		}
+		fmt.Fprintln(a.io.Err)
+	}()
+	return ch, func() { <-finished }
+}
+
+func newImagePullCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pull REF",
+		Short: "Pull an image index from a registry into the image store",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			idx, err := images.Pull(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			store, err := a.imageStore()
+			if err != nil {
+				return err
+			}
+			if err := store.Put(idx, args[0]); err != nil {
+				return err
+			}
+			d, err := idx.Digest()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.io.Out, d)
+			return nil
+		},
+	}
+}
+
+// loadIndex finds an index by an OCI layout directory, a name in the
+// image store, a digest in it, or a registry reference.
+func loadIndex(ctx context.Context, a *app, ref string) (v1.ImageIndex, error) {
+	if info, err := os.Stat(filepath.Join(ref, "index.json")); err == nil && !info.IsDir() {
+		return images.ReadLayout(ref, "")
+	}
+	store, err := a.imageStore()
+	if err != nil {
+		return nil, err
+	}
+	if d, err := v1.NewHash(ref); err == nil {
+		return store.Index(d)
+	}
+	if names, err := store.Names(); err == nil {
+		if d, ok := names[ref]; ok {
+			return store.Index(d)
+		}
+	}
+	return images.Pull(ctx, ref)
+}

@@ -1,0 +1,471 @@
+// Package images builds the native OCI images of a config reproducibly with
+// go-containerregistry (never a Docker daemon), keeps them in a local store,
+// pushes and pulls them, and unpacks a platform's root file system for the
+// isolation runtime, refusing hostile layers.
+package images
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// Reason codes of image refusals.
+const (
+	CodeUnpinnedBase = "unpinned_base" // a registry base without a digest
+	CodeUnknownImage = "unknown_image" // no images entry of that name
+	CodeGoBuild      = "go_build"      // a Go package did not build
+)
+
+// Platform is one platform an image is built for.
+type Platform struct {
+	OS, Architecture, Variant string
+}
+
+func (p Platform) String() string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
+
+// ParsePlatform reads "linux/arm64" (variant v8 implied, as the Pi needs) or
+// "linux/amd64".
+func ParsePlatform(s string) (Platform, error) {
+	switch strings.TrimSuffix(s, "/v8") {
+	case "linux/arm64":
+		return Platform{"linux", "arm64", "v8"}, nil
+	case "linux/amd64":
+		return Platform{"linux", "amd64", ""}, nil
+	}
+	return Platform{}, fmt.Errorf("platform %q: want linux/arm64 or linux/amd64", s)
+}
+
+// Input is what one image is built from.
+type Input struct {
+	Name      string
+	Image     *schema.Image
+	ConfigDir string                   // layer sources are relative to it; go builds run in it
+	Skills    map[string]*schema.Skill // the config's skills, for skills layers
+	Cache     *Cache
+	// Epoch is every mtime and created time (SOURCE_DATE_EPOCH, default 0).
+	Epoch time.Time
+	// Log, if set, is told what is built and what comes from the cache.
+	Log func(format string, args ...any)
+}
+
+// LayerInfo describes one built layer.
+type LayerInfo struct {
+	Source string `json:"source"` // what it holds
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+	Cached bool   `json:"cached"`
+}
+
+// PlatformResult is one platform's image.
+type PlatformResult struct {
+	Platform string      `json:"platform"`
+	Manifest string      `json:"manifest"`
+	Layers   []LayerInfo `json:"layers"`
+}
+
+// Result is a built image index.
+type Result struct {
+	Index     v1.ImageIndex    `json:"-"`
+	Digest    v1.Hash          `json:"digest"`
+	Platforms []PlatformResult `json:"platforms"`
+}
+
+// EpochFromEnv reads SOURCE_DATE_EPOCH (seconds); unset means 0.
+func EpochFromEnv() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q: want seconds since 1970", s)
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+// Build builds the image index of in: one image per platform, sorted,
+// OCI media types throughout, every layer from the cache when its inputs
+// are unchanged.
+func Build(ctx context.Context, in Input) (*Result, error) {
+	if in.Log == nil {
+		in.Log = func(string, ...any) {}
+	}
+	var platforms []Platform
+	for _, s := range in.Image.Platforms {
+		p, err := ParsePlatform(s)
+		if err != nil {
+			return nil, err
+		}
+		platforms = append(platforms, p)
+	}
+	sort.Slice(platforms, func(i, j int) bool { return platforms[i].String() < platforms[j].String() })
+	b := &builder{in: in}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	res := &Result{}
+	for _, p := range platforms {
+		img, pr, err := b.platformImage(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("image %s for %s: %w", in.Name, p, err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			return nil, err
+		}
+		pr.Manifest = d.String()
+		res.Platforms = append(res.Platforms, *pr)
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add: img,
+			Descriptor: v1.Descriptor{
+				MediaType: types.OCIManifestSchema1,
+				Platform:  &v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant},
+			},
+		})
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", in.Name, err)
+	}
+	res.Index, res.Digest = idx, d
+	return res, nil
+}
+
+type builder struct {
+	in Input
+}
+
+func (b *builder) platformImage(ctx context.Context, p Platform) (v1.Image, *PlatformResult, error) {
+	base, err := b.base(ctx, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	created := v1.Time{Time: b.in.Epoch}
+	pr := &PlatformResult{Platform: p.String()}
+	var adds []mutate.Addendum
+	for i, l := range b.in.Image.Layers {
+		layer, source, cached, err := b.layer(ctx, l, p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("layer %d (%s): %w", i, source, err)
+		}
+		d, _ := layer.Digest()
+		size, _ := layer.Size()
+		pr.Layers = append(pr.Layers, LayerInfo{Source: source, Digest: d.String(), Size: size, Cached: cached})
+		adds = append(adds, mutate.Addendum{
+			Layer:     layer,
+			MediaType: types.OCILayer,
+			History:   v1.History{Created: created, CreatedBy: "nlx: " + source},
+		})
+	}
+	img, err := mutate.Append(base, adds...)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfgFile, err := img.ConfigFile()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := cfgFile.DeepCopy()
+	im := b.in.Image
+	cfg.OS, cfg.Architecture, cfg.Variant = p.OS, p.Architecture, p.Variant
+	cfg.Created = created
+	if im.Entrypoint != nil {
+		cfg.Config.Entrypoint = im.Entrypoint
+	}
+	if im.Cmd != nil {
+		cfg.Config.Cmd = im.Cmd
+	}
+	for _, k := range sortedKeys(im.Env) {
+		cfg.Config.Env = setEnv(cfg.Config.Env, k, im.Env[k])
+	}
+	if im.Workdir != "" {
+		cfg.Config.WorkingDir = im.Workdir
+	}
+	if im.User != "" {
+		cfg.Config.User = im.User
+	}
+	if len(im.Labels) > 0 {
+		if cfg.Config.Labels == nil {
+			cfg.Config.Labels = map[string]string{}
+		}
+		for k, v := range im.Labels {
+			cfg.Config.Labels[k] = v
+		}
+	}
+	img, err = mutate.ConfigFile(img, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return img, pr, nil
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, e := range env {
+		if strings.HasPrefix(e, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+// base returns the base image for p with OCI manifest and config types.
+func (b *builder) base(ctx context.Context, p Platform) (v1.Image, error) {
+	spec := b.in.Image.Base
+	var img v1.Image
+	switch {
+	case spec == "scratch":
+		img = empty.Image
+	case strings.HasPrefix(spec, "oci-layout:"):
+		dir := strings.TrimPrefix(spec, "oci-layout:")
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(b.in.ConfigDir, dir)
+		}
+		lp, err := layout.FromPath(dir)
+		if err != nil {
+			return nil, fmt.Errorf("base %s: %w", spec, err)
+		}
+		idx, err := lp.ImageIndex()
+		if err != nil {
+			return nil, fmt.Errorf("base %s: %w", spec, err)
+		}
+		if img, err = platformOf(idx, p); err != nil {
+			return nil, fmt.Errorf("base %s: %w", spec, err)
+		}
+	default:
+		ref, err := name.ParseReference(spec)
+		if err != nil {
+			return nil, fmt.Errorf("base %s: %w", spec, err)
+		}
+		if _, ok := ref.(name.Digest); !ok {
+			return nil, errorf(CodeUnpinnedBase, "base %s names a tag; pin it by digest (name@sha256:...) so builds cannot drift", spec)
+		}
+		img, err = remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
+			remote.WithPlatform(v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}))
+		if err != nil {
+			return nil, fmt.Errorf("base %s: %w", spec, err)
+		}
+	}
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	return mutate.ConfigMediaType(img, types.OCIConfigJSON), nil
+}
+
+// platformOf picks p's image out of an index (nested indexes included).
+func platformOf(idx v1.ImageIndex, p Platform) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		switch {
+		case d.MediaType.IsIndex():
+			child, err := idx.ImageIndex(d.Digest)
+			if err != nil {
+				return nil, err
+			}
+			if img, err := platformOf(child, p); err == nil {
+				return img, nil
+			}
+		case d.MediaType.IsImage() && d.Platform != nil && d.Platform.OS == p.OS && d.Platform.Architecture == p.Architecture &&
+			(p.Variant == "" || d.Platform.Variant == "" || d.Platform.Variant == p.Variant):
+			return idx.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("no image for %s", p)
+}
+
+// layer builds (or takes from the cache) one layer for platform p.
+func (b *builder) layer(ctx context.Context, l schema.Layer, p Platform) (v1.Layer, string, bool, error) {
+	switch {
+	case l.Files != "":
+		source := "files " + l.Files + " -> " + l.Dest
+		content := newContent()
+		if err := content.addTree(filepath.Join(b.in.ConfigDir, filepath.FromSlash(l.Files)), l.Dest); err != nil {
+			return nil, source, false, err
+		}
+		layer, cached, err := b.in.Cache.buildContent(newKey("files"), content, b.in.Epoch)
+		return layer, source, cached, err
+	case len(l.Skills) > 0:
+		source := "skills " + strings.Join(l.Skills, ",") + " -> " + l.Dest
+		content := newContent()
+		for _, s := range l.Skills {
+			sk := b.in.Skills[s]
+			if sk == nil {
+				return nil, source, false, fmt.Errorf("no skill %q", s)
+			}
+			if err := content.addTree(filepath.Join(b.in.ConfigDir, filepath.FromSlash(sk.Path)), l.Dest+"/"+s); err != nil {
+				return nil, source, false, err
+			}
+		}
+		layer, cached, err := b.in.Cache.buildContent(newKey("skills"), content, b.in.Epoch)
+		return layer, source, cached, err
+	case l.Go != "":
+		source := "go " + l.Go + " (" + p.String() + ") -> " + l.Dest
+		layer, cached, err := b.goLayer(ctx, l, p)
+		return layer, source, cached, err
+	}
+	return nil, "?", false, fmt.Errorf("a layer needs files, go or skills")
+}
+
+// goLayer cross-compiles a Go package for p (CGO_ENABLED=0, -trimpath, no
+// build id, no VCS stamp) into a one-file layer. Its cache key covers the Go
+// version, the platform and every source the package is built from.
+func (b *builder) goLayer(ctx context.Context, l schema.Layer, p Platform) (v1.Layer, bool, error) {
+	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=")
+	if p.Architecture == "arm64" {
+		env = append(env, "GOARM64=v8.0")
+	}
+	k := newKey("go")
+	k.add(l.Go, l.Dest, p.String(), b.in.Epoch.String())
+	if err := goInputs(ctx, b.in.ConfigDir, env, l.Go, k); err != nil {
+		return nil, false, err
+	}
+	ks := k.String()
+	if layer, ok := b.in.Cache.lookup(ks); ok {
+		b.in.Log("%s for %s: cached", l.Go, p)
+		return layer, true, nil
+	}
+	b.in.Log("building %s for %s", l.Go, p)
+	if err := os.MkdirAll(b.in.Cache.Dir, 0o755); err != nil {
+		return nil, false, fmt.Errorf("layer cache: %w", err)
+	}
+	tmp, err := os.MkdirTemp(b.in.Cache.Dir, "go-")
+	if err != nil {
+		return nil, false, err
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "bin")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, l.Go)
+	cmd.Dir, cmd.Env = b.in.ConfigDir, env
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, false, errorf(CodeGoBuild, "go build %s for %s: %v\n%s", l.Go, p, err, msg)
+	}
+	content := newContent()
+	content.add(&entry{name: l.Dest, mode: 0o755, typ: '0', file: out})
+	layer, err := b.in.Cache.store(ks, func(w io.Writer) error { return writeTar(w, content.sorted(), b.in.Epoch) })
+	return layer, false, err
+}
+
+// goPackage is what go list says of one package.
+type goPackage struct {
+	ImportPath string
+	Dir        string
+	GoFiles    []string
+	EmbedFiles []string
+	Module     *struct {
+		Path    string
+		Version string
+		Main    bool
+		GoMod   string
+		Replace *struct {
+			Path    string
+			Version string
+		}
+	}
+}
+
+// goInputs adds to k everything a build of pkg reads: the go version, and
+// for every package it depends on either its module and version or, for the
+// main module and local replacements, its files' content.
+func goInputs(ctx context.Context, dir string, env []string, pkg string, k *key) error {
+	run := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir, cmd.Env = dir, env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, errorf(CodeGoBuild, "go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
+	version, err := run("env", "GOVERSION")
+	if err != nil {
+		return err
+	}
+	k.add(strings.TrimSpace(string(version)))
+	out, err := run("list", "-deps", "-json=ImportPath,Dir,GoFiles,EmbedFiles,Module", pkg)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	seenMod := map[string]bool{}
+	for dec.More() {
+		var p goPackage
+		if err := dec.Decode(&p); err != nil {
+			return fmt.Errorf("go list: %w", err)
+		}
+		k.add(p.ImportPath)
+		m := p.Module
+		switch {
+		case m == nil: // the standard library: the go version says it
+		case m.Main || (m.Replace != nil && m.Replace.Version == ""):
+			if m.GoMod != "" && !seenMod[m.GoMod] {
+				seenMod[m.GoMod] = true
+				if err := hashFiles(k, filepath.Dir(m.GoMod), "go.mod", "go.sum"); err != nil {
+					return err
+				}
+			}
+			if err := hashFiles(k, p.Dir, append(append([]string{}, p.GoFiles...), p.EmbedFiles...)...); err != nil {
+				return err
+			}
+		default:
+			v := m.Path + "@" + m.Version
+			if m.Replace != nil {
+				v += "=>" + m.Replace.Path + "@" + m.Replace.Version
+			}
+			k.add(v)
+		}
+	}
+	return nil
+}
+
+func hashFiles(k *key, dir string, files ...string) error {
+	c := newContent()
+	for _, f := range files {
+		p := filepath.Join(dir, f)
+		if _, err := os.Stat(p); err != nil {
+			if os.IsNotExist(err) {
+				k.add("missing", p)
+				continue
+			}
+			return err
+		}
+		c.add(&entry{name: filepath.ToSlash(p), typ: '0', file: p})
+	}
+	return k.content(c)
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
