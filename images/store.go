@@ -166,14 +166,11 @@ func (s *Store) Names() (map[string]v1.Hash, error) {
 
 // WriteLayout writes idx as the only index of a new OCI layout at dir.
 func WriteLayout(dir string, idx v1.ImageIndex, refName string) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	p, err := layout.Write(dir, empty.Index)
+	p, err := layoutWrite(dir)
 	if err != nil {
 		return fmt.Errorf("write layout %s: %w", dir, err)
 	}
-	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{RefNameAnnotation: refName}))
+	return p.AppendIndex(idx, layoutAnnotations(refName))
 }
 
 // ReadLayout returns the index a layout holds: the one named refName, or,
@@ -266,4 +263,17 @@ func Resolve(ctx context.Context, ref string) (v1.Hash, error) {
 		return v1.Hash{}, fmt.Errorf("resolve %s: %w", ref, err)
 	}
 	return desc.Digest, nil
+}
+
+// layoutWrite starts an empty OCI layout at dir.
+func layoutWrite(dir string) (layout.Path, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	return layout.Write(dir, empty.Index)
+}
+
+// layoutAnnotations names a descriptor of a layout.
+func layoutAnnotations(refName string) layout.Option {
+	return layout.WithAnnotations(map[string]string{RefNameAnnotation: refName})
 }

@@ -19,6 +19,10 @@ import (
 	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
+// goEnv pins where the go command keeps its caches, for the image builds
+// scripts trigger.
+var goEnv = map[string]string{}
+
 // binDir holds the nlx binary the scripts run: built once with go build,
 // with the nlxfault tag so scripts can stop it at named points.
 var binDir string
@@ -41,6 +45,26 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	binDir = dir
+	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go env:", err)
+		return 1
+	}
+	for i, v := range strings.Fields(string(out)) {
+		goEnv[[]string{"GOCACHE", "GOMODCACHE", "GOPATH"}[i]] = v
+	}
+	// Scripts copy the example out of the module; its go layer then builds
+	// the nlx module through a workspace file. One layer cache serves every
+	// script, so the example image is cross-compiled once per run.
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.work"), []byte("go 1.26.8\n\nuse "+repo+"\n"), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return m.Run()
 }
 
@@ -56,6 +80,11 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("NLX_ACTOR", "ci")
+			env.Setenv("GOWORK", filepath.Join(binDir, "go.work"))
+			env.Setenv("NLX_IMAGE_CACHE", filepath.Join(binDir, "image-cache"))
+			for k, v := range goEnv {
+				env.Setenv(k, v) // scripts change HOME; the go command must not lose its caches
+			}
 			env.Setenv("NO_COLOR", "1")
 			// Every script gets its own state unless it says otherwise.
 			env.Setenv("NLX_STATE", filepath.Join(env.WorkDir, "state", "state.db"))

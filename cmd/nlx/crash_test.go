@@ -40,7 +40,8 @@ func (h *host) run(env []string, args ...string) (string, string, int) {
 	h.t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "nlx"), args...)
 	cmd.Dir = h.dir
-	cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "NLX_ACTOR=ci", "NLX_FAULT=", "NLX_FAULT_TRACE=")
+	cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "NLX_ACTOR=ci", "NLX_FAULT=", "NLX_FAULT_TRACE=",
+		"GOWORK="+filepath.Join(binDir, "go.work"), "NLX_IMAGE_CACHE="+filepath.Join(binDir, "image-cache"))
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
