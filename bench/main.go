@@ -25,8 +25,9 @@ func main() {
 	rounds := flag.Int("rounds", 7, "rounds per measurement (the median is reported)")
 	workspaces := flag.Int("workspaces", 2000, "workspaces in the generated fleet (each with 1 connection and 5 jobs)")
 	keep := flag.Bool("keep", false, "keep the work directory")
+	only := flag.String("only", "", "run only this part: reconcile or images")
 	flag.Parse()
-	if err := run(context.Background(), *rounds, *workspaces, *keep); err != nil {
+	if err := run(context.Background(), *rounds, *workspaces, *keep, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -51,7 +52,7 @@ func (s series) median() sample {
 	return sample{walls[len(s)/2], rss[len(s)/2]}
 }
 
-func run(ctx context.Context, rounds, workspaces int, keep bool) error {
+func run(ctx context.Context, rounds, workspaces int, keep bool, only string) error {
 	work, err := os.MkdirTemp("", "nlx-bench-")
 	if err != nil {
 		return err
@@ -61,16 +62,19 @@ func run(ctx context.Context, rounds, workspaces int, keep bool) error {
 	} else {
 		defer os.RemoveAll(work)
 	}
+	nlx := filepath.Join(work, "nlx")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nlx, "./cmd/nlx").CombinedOutput(); err != nil {
+		return fmt.Errorf("build nlx: %v\n%s", err, out)
+	}
+	if only == "images" {
+		return imageBench(ctx, work, nlx)
+	}
 	if err := goBenchmarks(ctx); err != nil {
 		return err
 	}
 	cue, err := installCUE(ctx)
 	if err != nil {
 		return err
-	}
-	nlx := filepath.Join(work, "nlx")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nlx, "./cmd/nlx").CombinedOutput(); err != nil {
-		return fmt.Errorf("build nlx: %v\n%s", err, out)
 	}
 	fleet := testgen.Fleet{Workspaces: workspaces, JobsPerSpace: 5}
 	cfg := filepath.Join(work, "fleet")
@@ -130,7 +134,10 @@ func run(ctx context.Context, rounds, workspaces int, keep bool) error {
 	}
 	fmt.Printf("\napply of 1,000 approved risky changes vs 1,000 without risk: %s, ratio %.2f (target <= 1.2) %s\n", gatedDetail, gatedRatio, verdict)
 	fmt.Printf("\nmedians of %d rounds; apply peak RSS %.0f MiB; no-change plan peak RSS %.0f MiB\n", rounds, float64(a.rss)/1024, float64(p1.rss)/1024)
-	return nil
+	if only == "reconcile" {
+		return nil
+	}
+	return imageBench(ctx, work, nlx)
 }
 
 // gatedApply measures an apply of 1,000 job updates that each carry a risk
