@@ -91,10 +91,11 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"status":   cmdStatus,
-			"cpdir":    cmdCpdir,
-			"replace":  cmdReplace,
-			"waitlock": cmdWaitlock,
+			"status":     cmdStatus,
+			"cpdir":      cmdCpdir,
+			"replace":    cmdReplace,
+			"waitlock":   cmdWaitlock,
+			"waitlaunch": cmdWaitlaunch,
 		},
 	})
 }
@@ -169,4 +170,25 @@ func cmdWaitlock(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("nobody took the lock of %s", args[0])
+}
+
+// waitlaunch STATE ID waits until the launch ID is recorded running.
+func cmdWaitlaunch(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitlaunch STATE ID")
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{MustExist: true})
+		if err == nil {
+			p, err := db.Process(ctx, args[1])
+			db.Close()
+			if err == nil && p.Status == "running" {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("launch %s never ran", args[1])
 }

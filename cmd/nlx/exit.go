@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/nlx-dev/nlx/images"
+	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
@@ -53,15 +54,18 @@ var approvalCodes = map[string]bool{
 // classify returns an error's reason code and exit code.
 func classify(err error) (string, ExitCode) {
 	var (
-		refusal  *plan.Refusal
-		locked   *reconcile.LockedError
-		cfgErrs  schema.Errors
-		newer    *state.NewerSchemaError
-		imageErr *images.Error
+		refusal    *plan.Refusal
+		locked     *reconcile.LockedError
+		cfgErrs    schema.Errors
+		newer      *state.NewerSchemaError
+		imageErr   *images.Error
+		isoRefusal *isolate.Refusal
 	)
 	switch {
 	case errors.As(err, &imageErr):
 		return imageErr.Code, ExitError
+	case errors.As(err, &isoRefusal):
+		return isoRefusal.Code, ExitError
 	case errors.As(err, &locked):
 		return reconcile.CodeStateLocked, ExitLocked
 	case errors.As(err, &refusal):
@@ -138,7 +142,8 @@ func (a *app) report(err error) ExitCode {
 	msg := err.Error()
 	var refusal *plan.Refusal
 	var imageErr *images.Error
-	if !errors.As(err, &refusal) && !errors.As(err, &imageErr) && code != codeGenericFailure && code != reconcile.CodeStateLocked {
+	var isoRefusal *isolate.Refusal
+	if !errors.As(err, &refusal) && !errors.As(err, &imageErr) && !errors.As(err, &isoRefusal) && code != codeGenericFailure && code != reconcile.CodeStateLocked {
 		msg = code + ": " + msg
 	}
 	fmt.Fprintf(a.io.Err, "Error: %s\n", msg)

@@ -12,9 +12,14 @@ import (
 	_ "time/tzdata" // schedules name IANA zones; a scratch image has no zoneinfo
 
 	"golang.org/x/term"
+
+	"github.com/nlx-dev/nlx/isolate"
 )
 
 func main() {
+	// A launch re-executes nlx to join its cgroup before the sandbox
+	// starts; in that child this never returns.
+	isolate.Reexec()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], &IO{
 		In:          os.Stdin,

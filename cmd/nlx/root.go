@@ -73,6 +73,10 @@ Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
 		newSchemaCmd(a),
 		newVersionCmd(a),
 		newImageCmd(a),
+		newDoctorCmd(a),
+		newExecCmd(a),
+		newPsCmd(a),
+		newStopCmd(a),
 	)
 	return root
 }

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/provision"
+	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+type execOptions struct {
+	config     string
+	workspace  string
+	connection string
+	backend    string
+	grace      time.Duration
+	launchID   string
+}
+
+func newExecCmd(a *app) *cobra.Command {
+	opts := &execOptions{}
+	cmd := &cobra.Command{
+		Use:   "exec --workspace W --connection C [--backend bwrap|runc] -- CMD [ARGS...]",
+		Short: "Run a command exactly as a provider of that workspace and connection runs",
+		Long: `Exec runs CMD in the sandbox a provider process of workspace W gets with
+connection C: only the workspace (read-only or read-write by its policy),
+only C's credential home, only the workspace's skills, a private /tmp, new
+namespaces (and no network when egress is none), and the workspace's cgroup
+limits. The process is recorded in the state before it runs and, once it
+exits, its whole tree is stopped and a stop receipt written. The exit code is
+CMD's.
+
+The workspace directory is $NLX_WORKSPACE_ROOT/W (default: workspaces/ beside
+the state; nlx apply creates it); credential homes live under
+$NLX_CREDENTIAL_ROOT (default: credentials/ beside the state).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return execRun(cmd.Context(), a, opts, args)
+		},
+	}
+	cmd.Flags().StringVar(&opts.config, "config", ".", "config `DIR`")
+	cmd.Flags().StringVar(&opts.workspace, "workspace", "", "workspace (required)")
+	cmd.Flags().StringVar(&opts.connection, "connection", "", "connection of that workspace (required)")
+	cmd.Flags().StringVar(&opts.backend, "backend", "", "bwrap or runc (default: bwrap where it works, else runc)")
+	cmd.Flags().DurationVar(&opts.grace, "grace", 5*time.Second, "how long the tree may take to end after SIGTERM")
+	cmd.Flags().StringVar(&opts.launchID, "launch-id", "", "name the launch (default: a random id), for nlx stop")
+	_ = cmd.MarkFlagRequired("workspace")
+	_ = cmd.MarkFlagRequired("connection")
+	return cmd
+}
+
+// credentialRoot is $NLX_CREDENTIAL_ROOT, else "credentials" beside the
+// state file.
+func credentialRoot(statePath string) string {
+	if r := os.Getenv("NLX_CREDENTIAL_ROOT"); r != "" {
+		return r
+	}
+	return filepath.Join(filepath.Dir(statePath), "credentials")
+}
+
+func execRun(ctx context.Context, a *app, opts *execOptions, command []string) error {
+	cfg, err := schema.Load(ctx, opts.config)
+	if err != nil {
+		return err
+	}
+	req, err := launchRequest(cfg, opts)
+	if err != nil {
+		return err
+	}
+	statePath, err := a.resolveState()
+	if err != nil {
+		return err
+	}
+	req.WorkspaceRoot, err = filepath.Abs(provision.DefaultWorkspaceRoot(statePath))
+	if err != nil {
+		return err
+	}
+	req.WorkspaceDir = filepath.Join(req.WorkspaceRoot, opts.workspace)
+	if req.CredentialRoot, err = filepath.Abs(credentialRoot(statePath)); err != nil {
+		return err
+	}
+	req.Command = command
+	req.HostEnv = os.Environ()
+	return a.withState(ctx, func(db *state.DB) error {
+		rec := &processRecorder{db: db}
+		p, err := isolate.Launch(ctx, *req, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
+			Stdin: a.io.In, Stdout: a.io.Out, Stderr: a.io.Err})
+		if err != nil {
+			return err
+		}
+		ps, waitErr := p.Wait(context.WithoutCancel(ctx))
+		// The provider has exited, but what it started may not have: stop
+		// the tree and write the receipt, unless nlx stop already did.
+		if row, err := db.Process(ctx, p.Identity.LaunchID); err != nil || row.Status == "running" {
+			if _, err := isolate.Stop(context.WithoutCancel(ctx), p.Identity, opts.grace, rec); err != nil {
+				return fmt.Errorf("stop launch %s: %w", p.Identity.LaunchID, err)
+			}
+		}
+		if waitErr != nil {
+			return waitErr
+		}
+		if code := ps.ExitCode(); code != 0 {
+			return exitStatus(code)
+		}
+		if !ps.Success() {
+			return exitStatus(ExitError)
+		}
+		return nil
+	})
+}
+
+// launchRequest resolves what a provider of the workspace and connection
+// gets: policy, egress, limits, the connection's credential home, the
+// workspace's team skills and the connection owner's personal ones, and the
+// provider's own environment.
+func launchRequest(cfg *schema.Config, opts *execOptions) (*isolate.Request, error) {
+	w := cfg.Workspaces[opts.workspace]
+	if w == nil {
+		return nil, &isolate.Refusal{Code: "unknown_workspace", Msg: fmt.Sprintf("the config has no workspace %q", opts.workspace)}
+	}
+	c := cfg.Connections[opts.connection]
+	switch {
+	case c == nil:
+		return nil, &isolate.Refusal{Code: "unknown_connection", Msg: fmt.Sprintf("the config has no connection %q", opts.connection)}
+	case c.Workspace != opts.workspace:
+		return nil, &isolate.Refusal{Code: schema.CodeWrongWorkspace, Msg: fmt.Sprintf("connection %s belongs to workspace %s, not %s", opts.connection, c.Workspace, opts.workspace)}
+	case c.Scope == "personal" && w.Kind == "team":
+		return nil, &isolate.Refusal{Code: schema.CodePersonalOnTeam, Msg: fmt.Sprintf("personal connection %s cannot run in team workspace %s", opts.connection, opts.workspace)}
+	}
+	mem, err := memoryBytes(w.Limits.Memory)
+	if err != nil {
+		return nil, err
+	}
+	req := &isolate.Request{
+		Workspace:      opts.workspace,
+		Policy:         isolate.Policy(w.Policy),
+		Egress:         isolate.Egress(w.Network.Egress),
+		CredentialHome: c.CredentialHome,
+		Limits:         isolate.Limits{MemoryBytes: mem, CPU: w.Limits.CPU, Pids: w.Limits.Pids},
+		Backend:        isolate.Backend(opts.backend),
+		Env:            map[string]string{},
+	}
+	if p := cfg.Providers[c.Provider]; p != nil {
+		for k, v := range p.Env {
+			req.Env[k] = v
+		}
+		switch p.Kind {
+		case "codex-app-server":
+			req.Env["CODEX_HOME"] = isolate.CredentialPath
+		case "claude-code":
+			req.Env["CLAUDE_CONFIG_DIR"] = isolate.CredentialPath
+		}
+	}
+	for _, name := range w.Skills {
+		sk := cfg.Skills[name]
+		if sk == nil || (sk.Scope == "personal" && sk.Owner != c.Owner) {
+			continue // another owner's personal skill stays invisible
+		}
+		dir, err := filepath.Abs(filepath.Join(opts.config, filepath.FromSlash(sk.Path)))
+		if err != nil {
+			return nil, err
+		}
+		req.Skills = append(req.Skills, isolate.SkillMount{Name: name, Dir: dir})
+	}
+	return req, nil
+}
+
+// memoryBytes reads a workspace memory limit: bytes, or Ki, Mi, Gi.
+func memoryBytes(s string) (int64, error) {
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30} {
+		if strings.HasSuffix(s, suffix) {
+			s, mult = strings.TrimSuffix(s, suffix), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memory limit %q: %w", s, err)
+	}
+	return n * mult, nil
+}
+
+// processRecorder keeps launch identities and stop receipts in the state.
+type processRecorder struct {
+	db *state.DB
+}
+
+var _ isolate.Recorder = (*processRecorder)(nil)
+
+func (r *processRecorder) Record(ctx context.Context, id isolate.Identity) error {
+	data, err := json.Marshal(id)
+	if err != nil {
+		return err
+	}
+	return r.db.RecordProcess(ctx, state.ProcessRow{LaunchID: id.LaunchID, Workspace: id.Workspace, PID: id.PID,
+		StartedAt: id.Started.UTC().Format(time.RFC3339Nano), Identity: string(data)})
+}
+
+func (r *processRecorder) Receipt(ctx context.Context, launchID string, rc isolate.Receipt) error {
+	data, err := json.Marshal(rc)
+	if err != nil {
+		return err
+	}
+	err = r.db.StopProcess(ctx, launchID, string(data), rc.Stopped.UTC().Format(time.RFC3339Nano))
+	if errors.Is(err, state.ErrNoProcess) {
+		// Two stoppers (nlx stop, and the nlx exec whose process it ended)
+		// both proved the tree gone; the first receipt stands.
+		if row, rerr := r.db.Process(ctx, launchID); rerr == nil && row.Status == "stopped" {
+			return nil
+		}
+	}
+	return err
+}

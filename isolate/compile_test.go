@@ -1,0 +1,373 @@
+package isolate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden specs in testdata")
+
+func mountAt(s *specs.Spec, dst string) (specs.Mount, bool) {
+	for _, m := range s.Mounts {
+		if m.Destination == dst {
+			return m, true
+		}
+	}
+	return specs.Mount{}, false
+}
+
+func hasNamespace(s *specs.Spec, t specs.LinuxNamespaceType) bool {
+	return slices.ContainsFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == t })
+}
+
+// TestCompile checks the properties the boundary rests on, per policy and
+// egress, without running anything.
+func TestCompile(t *testing.T) {
+	f := newFixture(t)
+	for _, policy := range []Policy{ReadOnly, WorkspaceWrite, TrustedLocal, DangerFullAccess} {
+		for _, egress := range []Egress{EgressNone, EgressFull} {
+			t.Run(string(policy)+"/"+string(egress), func(t *testing.T) {
+				req := f.request(Auto, policy, "codex", "app-server")
+				req.Egress = egress
+				s, err := Compile(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				danger := policy == DangerFullAccess
+				if got, want := s.Annotations[AnnotationBoundary], map[bool]string{true: BoundaryNone, false: BoundaryFilesystem}[danger]; got != want {
+					t.Errorf("boundary annotation %q, want %q", got, want)
+				}
+				if got := s.Annotations[AnnotationPolicy]; got != string(policy) {
+					t.Errorf("policy annotation %q", got)
+				}
+				for _, ns := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace} {
+					if !hasNamespace(s, ns) {
+						t.Errorf("no %s namespace", ns)
+					}
+				}
+				if got := hasNamespace(s, specs.NetworkNamespace); got != (egress == EgressNone) {
+					t.Errorf("network namespace %v with egress %s", got, egress)
+				}
+				if !s.Process.NoNewPrivileges || s.Process.Capabilities == nil || !reflect.DeepEqual(*s.Process.Capabilities, specs.LinuxCapabilities{}) {
+					t.Errorf("process keeps privileges: nnp %v caps %+v", s.Process.NoNewPrivileges, s.Process.Capabilities)
+				}
+				r := s.Linux.Resources
+				if *r.Memory.Limit != req.Limits.MemoryBytes || *r.Pids.Limit != req.Limits.Pids || *r.CPU.Quota != 100000 || *r.CPU.Period != 100000 {
+					t.Errorf("resources %+v %+v %+v, want %+v", r.Memory, r.Pids, r.CPU, req.Limits)
+				}
+				for _, m := range s.Mounts {
+					// Never the credential root, nor anything holding another
+					// owner's home, nor the workspace root.
+					if m.Type == "bind" && !danger {
+						for _, forbidden := range []string{f.credRoot, filepath.Dir(f.bobToken), f.wsRoot, f.other, "/"} {
+							if m.Source == forbidden || strictlyInside(m.Source, forbidden) {
+								t.Errorf("mount %s from %s exposes %s", m.Destination, m.Source, forbidden)
+							}
+						}
+					}
+				}
+				if danger {
+					if s.Process.Cwd != f.ws || s.Root.Readonly {
+						t.Errorf("danger_full_access: cwd %s, readonly root %v", s.Process.Cwd, s.Root.Readonly)
+					}
+					return
+				}
+				ws, ok := mountAt(s, WorkspacePath)
+				if !ok || ws.Source != f.ws {
+					t.Fatalf("workspace mount %+v", ws)
+				}
+				if ro := slices.Contains(ws.Options, "ro"); ro != (policy == ReadOnly) {
+					t.Errorf("workspace read-only %v under %s", ro, policy)
+				}
+				wsIndex := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == WorkspacePath })
+				for _, p := range []string{".git", ".nlx"} {
+					i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == WorkspacePath+"/"+p })
+					if i < wsIndex || !slices.Contains(s.Mounts[i].Options, "ro") {
+						t.Errorf("%s is not re-bound read-only over the workspace (index %d)", p, i)
+					}
+				}
+				cred, ok := mountAt(s, CredentialPath)
+				if !ok || cred.Source != filepath.Join(f.credRoot, f.aliceHome) {
+					t.Errorf("credential mount %+v", cred)
+				}
+				skill, ok := mountAt(s, SkillsPath+"/lint")
+				if !ok || !slices.Contains(skill.Options, "ro") {
+					t.Errorf("skill mount %+v", skill)
+				}
+				for _, d := range []string{"/tmp", "/home", "/root"} {
+					if m, ok := mountAt(s, d); !ok || m.Type != "tmpfs" {
+						t.Errorf("%s is not a private tmpfs: %+v", d, m)
+					}
+				}
+				if s.Process.Cwd != WorkspacePath || !s.Root.Readonly {
+					t.Errorf("cwd %s readonly root %v", s.Process.Cwd, s.Root.Readonly)
+				}
+				env := strings.Join(s.Process.Env, "\n")
+				for _, want := range []string{"PATH=" + sandboxPATH, "HOME=" + HomePath, "LANG=C.UTF-8", "CODEX_HOME=" + CredentialPath} {
+					if !strings.Contains(env, want) {
+						t.Errorf("env lacks %s:\n%s", want, env)
+					}
+				}
+				if strings.Contains(env, "SECRET_TOKEN") {
+					t.Errorf("env passes a variable outside the allowlist:\n%s", env)
+				}
+			})
+		}
+	}
+}
+
+// TestCompileRoundTrip: every compiled spec survives the runtime-spec Go
+// types' own JSON encoding unchanged (what runc reads is what was meant).
+func TestCompileRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	for _, policy := range []Policy{ReadOnly, WorkspaceWrite, TrustedLocal, DangerFullAccess} {
+		for _, egress := range []Egress{EgressNone, EgressFull} {
+			req := f.request(Auto, policy, "true")
+			req.Egress = egress
+			s, err := Compile(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back specs.Spec
+			if err := json.Unmarshal(data, &back); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(&back, s) {
+				t.Errorf("%s/%s: spec changed through JSON:\n got %+v\nwant %+v", policy, egress, back, *s)
+			}
+		}
+	}
+}
+
+// TestCompileGolden pins the whole spec for the two common policies, with
+// the fixture's paths replaced by placeholders. Refresh with -update.
+func TestCompileGolden(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct {
+		policy Policy
+		egress Egress
+	}{{ReadOnly, EgressNone}, {WorkspaceWrite, EgressFull}} {
+		name := string(c.policy) + "-" + string(c.egress)
+		t.Run(name, func(t *testing.T) {
+			req := f.request(Auto, c.policy, "codex", "app-server")
+			req.Egress = c.egress
+			s, err := Compile(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Process.User = specs.User{} // the caller's
+			var sys []specs.Mount
+			for _, m := range s.Mounts {
+				// System directories depend on the host's layout.
+				if !slices.Contains(systemDirs, m.Destination) {
+					sys = append(sys, m)
+				}
+			}
+			s.Mounts = sys
+			data, err := json.MarshalIndent(s, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.ReplaceAll(string(data), f.base, "$FIXTURE") + "\n"
+			golden := filepath.Join("testdata", "spec-"+name+".json")
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("spec differs from %s (run with -update after checking):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+// TestRuncBundle: the bundle the runc backend writes is accepted by runc
+// (the run succeeds) and its config.json decodes to exactly the spec that
+// was run, which is Compile's plus the cgroup path.
+func TestRuncBundle(t *testing.T) {
+	needBackend(t, Runc)
+	f := newFixture(t)
+	req := f.request(Runc, WorkspaceWrite, "sh", "-c", "test -r "+CredentialPath+"/token && echo ran")
+	compiled, err := Compile(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &fakeRecorder{}
+	ctx := context.Background()
+	var out syncBuffer
+	p, err := Launch(ctx, req, Options{Recorder: rec, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ExitCode() != 0 || !strings.Contains(out.String(), "ran") {
+		t.Fatalf("runc did not run the bundle: exit %d, %q", st.ExitCode(), out.String())
+	}
+	data, err := os.ReadFile(filepath.Join(p.Identity.Bundle, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written specs.Spec
+	if err := json.Unmarshal(data, &written); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&written, p.Spec) {
+		t.Errorf("config.json differs from the spec run:\n got %+v\nwant %+v", written, *p.Spec)
+	}
+	if want := p.Identity.Cgroup + "/" + containerLeaf; written.Linux.CgroupsPath != want {
+		t.Errorf("cgroupsPath %q, want %q", written.Linux.CgroupsPath, want)
+	}
+	written.Linux.CgroupsPath = ""
+	if !reflect.DeepEqual(&written, compiled) {
+		t.Errorf("config.json differs from Compile's spec beyond the cgroup path")
+	}
+	if _, err := Stop(ctx, p.Identity, 0, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.Identity.Bundle); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bundle left after Stop: %v", err)
+	}
+}
+
+// TestBwrapArgs checks the translation, and that what bubblewrap cannot
+// express is refused rather than dropped.
+func TestBwrapArgs(t *testing.T) {
+	f := newFixture(t)
+	s, err := Compile(f.request(Bwrap, ReadOnly, "codex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := bwrapArgs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(args, " ")
+	for _, want := range []string{
+		"--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+		"--clearenv", "--proc /proc", "--dev /dev", "--tmpfs /tmp",
+		"--ro-bind " + f.ws + " " + WorkspacePath,
+		"--ro-bind " + f.ws + "/.git " + WorkspacePath + "/.git",
+		"--bind " + filepath.Join(f.credRoot, f.aliceHome) + " " + CredentialPath,
+		"--remount-ro / --chdir /workspace -- codex",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("bwrap arguments lack %q:\n%s", want, line)
+		}
+	}
+	bad := map[string]func(*specs.Spec){
+		"joined namespace": func(s *specs.Spec) { s.Linux.Namespaces[0].Path = "/proc/1/ns/pid" },
+		"kept capability":  func(s *specs.Spec) { s.Process.Capabilities.Bounding = []string{"CAP_SYS_ADMIN"} },
+		"another user":     func(s *specs.Spec) { s.Process.User.UID += 1000 },
+		"unknown mount":    func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/x", Type: "nfs"}) },
+		"no mount ns": func(s *specs.Spec) {
+			s.Linux.Namespaces = slices.DeleteFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.MountNamespace })
+		},
+	}
+	for name, mut := range bad {
+		t.Run(name, func(t *testing.T) {
+			c, _ := Compile(f.request(Bwrap, ReadOnly, "codex"))
+			mut(c)
+			if _, err := bwrapArgs(c); err == nil {
+				t.Error("translated")
+			}
+		})
+	}
+}
+
+// TestResolvConfLink: with egress, a resolv.conf that is a link out of the
+// system directories (systemd-resolved) has its target bound, and only it.
+func TestResolvConfLink(t *testing.T) {
+	f := newFixture(t)
+	target := filepath.Join(f.base, "run", "stub-resolv.conf")
+	must(t, os.MkdirAll(filepath.Dir(target), 0o755))
+	must(t, os.WriteFile(target, []byte("nameserver 127.0.0.53\n"), 0o644))
+	link := filepath.Join(f.base, "resolv.conf")
+	must(t, os.Symlink(target, link))
+	old := resolvConfPath
+	resolvConfPath = link
+	defer func() { resolvConfPath = old }()
+	for _, egress := range []Egress{EgressFull, EgressNone} {
+		req := f.request(Auto, WorkspaceWrite, "true")
+		req.Egress = egress
+		s, err := Compile(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := mountAt(s, target)
+		if want := egress == EgressFull; ok != want || (ok && (m.Source != target || !slices.Contains(m.Options, "ro"))) {
+			t.Errorf("egress %s: resolver mount %+v (present %v, want %v)", egress, m, ok, want)
+		}
+	}
+}
+
+// TestImageRootFS runs in a minimal image root (a shell and its libraries
+// copied from the host): the host's system directories are not there, the
+// workspace and the credential home are, and the root is read-only.
+func TestImageRootFS(t *testing.T) {
+	f := newFixture(t)
+	root := filepath.Join(f.base, "image")
+	sh, err := exec.LookPath("dash")
+	if err != nil {
+		t.Skip("no dash to build an image from")
+	}
+	out, err := exec.Command("ldd", sh).Output()
+	if err != nil {
+		t.Skipf("ldd %s: %v", sh, err)
+	}
+	files := map[string]string{sh: filepath.Join(root, "bin", "sh")}
+	for _, f := range regexp.MustCompile(`(/\S+)`).FindAllString(string(out), -1) {
+		files[f] = filepath.Join(root, f)
+	}
+	for src, dst := range files {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, os.MkdirAll(filepath.Dir(dst), 0o755))
+		must(t, os.WriteFile(dst, data, 0o755))
+	}
+	script := `test -e /usr/bin/bwrap && echo HOST-VISIBLE; read l < /workspace/README; echo "ws=$l"; ` +
+		`read c < ` + CredentialPath + `/token; echo "cred=$c"; (echo x > /image-file) 2>/dev/null && echo ROOT-WRITABLE; echo done`
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			needBackend(t, b)
+			req := f.request(b, WorkspaceWrite, "/bin/sh", "-c", script)
+			req.RootFS = root
+			r := run(t, req)
+			for _, w := range []string{"ws=alpha", "cred=" + aliceSecret, "done"} {
+				if !strings.Contains(r.out, w) {
+					t.Errorf("output lacks %q: %q (stderr %q)", w, r.out, r.errOut)
+				}
+			}
+			for _, n := range []string{"HOST-VISIBLE", "ROOT-WRITABLE"} {
+				if strings.Contains(r.out, n) {
+					t.Errorf("output holds %q: %q", n, r.out)
+				}
+			}
+		})
+	}
+}

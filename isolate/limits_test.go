@@ -1,0 +1,213 @@
+package isolate
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMemoryBalloon: a process allocating past the memory limit is
+// OOM-killed inside the launch cgroup while its parent shell carries on.
+func TestMemoryBalloon(t *testing.T) {
+	f := newFixture(t)
+	const limit = 64 << 20
+	for _, b := range backends {
+		for _, sh := range shells {
+			t.Run(string(b)+"/"+sh.name, func(t *testing.T) {
+				needBackend(t, b)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				// The shell stays (in sleep) after the balloon, so that the
+				// cgroups, runc's container cgroup included, can be read.
+				req := f.request(b, WorkspaceWrite, sh.cmd(`head -c 300M /dev/zero | tail >/dev/null; echo "balloon=$?"; echo alive; exec sleep 300`)...)
+				req.Limits = Limits{MemoryBytes: limit, Pids: 64, CPU: 1}
+				rec := &fakeRecorder{}
+				out := &syncBuffer{}
+				p, err := Launch(ctx, req, Options{Recorder: rec, Stdout: out, Stderr: out})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for !strings.Contains(out.String(), "alive") {
+					if err := pause(ctx, 10*time.Millisecond); err != nil {
+						t.Fatalf("the shell did not survive the balloon: %v: %q", err, out.String())
+					}
+				}
+				if !strings.Contains(out.String(), "balloon=137") {
+					t.Errorf("output %q; want the balloon SIGKILLed (137) and the shell alive", out.String())
+				}
+				// The limit that was hit is the launch cgroup's own.
+				if got := cgroupFile(t, p.Identity.Cgroup, "memory", "memory.limit_in_bytes", "memory.max"); got != strconv.Itoa(limit) {
+					t.Errorf("memory limit %s, want %d", got, limit)
+				}
+				if n := oomKills(t, p.Identity.Cgroup); n == 0 {
+					t.Error("no OOM kill in the launch cgroup")
+				}
+				peak := cgroupFile(t, p.Identity.Cgroup, "memory", "memory.max_usage_in_bytes", "memory.peak")
+				if n, _ := strconv.ParseInt(peak, 10, 64); n > limit {
+					t.Errorf("peak memory %d above the limit %d", n, limit)
+				}
+				if _, err := Stop(ctx, p.Identity, 100*time.Millisecond, rec); err != nil {
+					t.Fatal(err)
+				}
+				rec.released(t, p.Identity.LaunchID)
+				assertCgroupGone(t, p.Identity.Cgroup)
+				if _, err := p.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// oomKills counts the OOM kills in the launch cgroup's subtree (for runc
+// the container's own cgroup is below it, with the same limit).
+func oomKills(t testing.TB, path string) int {
+	t.Helper()
+	host, err := loadCgroupHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := host.find("memory")
+	if x.v2 {
+		// Hierarchical already.
+		return eventCount(t, filepath.Join(x.dir(path), "memory.events"), "oom_kill")
+	}
+	n := 0
+	filepath.WalkDir(x.dir(path), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			n += eventCount(t, filepath.Join(p, "memory.oom_control"), "oom_kill")
+		}
+		return nil
+	})
+	return n
+}
+
+func eventCount(t testing.TB, file, key string) int {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestForkBomb: a fork bomb stops at the pids limit, and Stop empties and
+// removes the cgroup.
+func TestForkBomb(t *testing.T) {
+	f := newFixture(t)
+	const limit = 32
+	for _, b := range backends {
+		for _, sh := range shells {
+			t.Run(string(b)+"/"+sh.name, func(t *testing.T) {
+				needBackend(t, b)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				// The bomb's first call forks while nothing else runs; the
+				// shell then becomes sleep (exec: no fork needed) so the
+				// tree lives until Stop.
+				req := f.request(b, WorkspaceWrite, sh.cmd(`trap "" TERM; bomb() { bomb | bomb & }; bomb; exec sleep 300`)...)
+				req.Limits = Limits{MemoryBytes: 256 << 20, Pids: limit, CPU: 0.5}
+				rec := &fakeRecorder{}
+				p, err := Launch(ctx, req, Options{Recorder: rec, Stdout: io.Discard, Stderr: io.Discard})
+				if err != nil {
+					t.Fatal(err)
+				}
+				host, err := loadCgroupHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				x := host.find("pids")
+				dir := x.dir(p.Identity.Cgroup)
+				// Wait (bounded by ctx) until the kernel refused a fork.
+				for pidsLimitHits(t, dir) == 0 {
+					if err := pause(ctx, 10*time.Millisecond); err != nil {
+						t.Fatalf("the bomb never reached the pids limit: %v", err)
+					}
+				}
+				if got := readTrim(t, filepath.Join(dir, "pids.max")); got != strconv.Itoa(limit) {
+					t.Errorf("pids.max %s, want %d", got, limit)
+				}
+				if cur, _ := strconv.Atoi(readTrim(t, filepath.Join(dir, "pids.current"))); cur > limit {
+					t.Errorf("pids.current %d above the limit %d", cur, limit)
+				}
+				if peak, err := os.ReadFile(filepath.Join(dir, "pids.peak")); err == nil {
+					if n, _ := strconv.Atoi(strings.TrimSpace(string(peak))); n > limit {
+						t.Errorf("pids.peak %d above the limit %d", n, limit)
+					}
+				}
+				r, err := Stop(ctx, p.Identity, 100*time.Millisecond, rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The shells around the bomb do not ignore SIGTERM: the
+				// grandchild variant ends with them, taking the pid
+				// namespace down before the grace period is over.
+				if (r.Outcome != OutcomeKilled && r.Outcome != OutcomeTerminated) || !r.CgroupRemoved {
+					t.Errorf("receipt %+v, want the bomb ended and the cgroup removed", r)
+				}
+				if got := rec.released(t, p.Identity.LaunchID); got != *r {
+					t.Errorf("recorded receipt %+v, Stop returned %+v", got, *r)
+				}
+				assertCgroupGone(t, p.Identity.Cgroup)
+				if _, err := p.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// pidsLimitHits sums the "max" events of the subtree at dir.
+func pidsLimitHits(t testing.TB, dir string) int {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			if _, err := os.Stat(filepath.Join(p, "pids.events")); err == nil {
+				n += eventCount(t, filepath.Join(p, "pids.events"), "max")
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func readTrim(t testing.TB, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a launch writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,154 @@
+package isolate
+
+import "fmt"
+
+// Policy is a workspace's filesystem policy.
+type Policy string
+
+// The policies. TrustedLocal has the same boundary as WorkspaceWrite: what
+// distinguishes it (the provider not asking before it acts) is the provider
+// adapter's business, not the sandbox's. DangerFullAccess is the only policy
+// without a filesystem boundary: the host's filesystem is visible read-write,
+// every owner's credentials included. Compile marks such a spec with
+// AnnotationBoundary = BoundaryNone.
+const (
+	ReadOnly         Policy = "read_only"
+	WorkspaceWrite   Policy = "workspace_write"
+	TrustedLocal     Policy = "trusted_local"
+	DangerFullAccess Policy = "danger_full_access"
+)
+
+// Egress is a workspace's network policy.
+type Egress string
+
+// The egress policies: with EgressNone the process gets its own network
+// namespace holding only a loopback device that is down.
+const (
+	EgressNone Egress = "none"
+	EgressFull Egress = "full"
+)
+
+// Backend names what carries a spec out.
+type Backend string
+
+// The backends. Auto picks bwrap where it works, else runc.
+const (
+	Auto  Backend = ""
+	Bwrap Backend = "bwrap"
+	Runc  Backend = "runc"
+)
+
+// Paths inside the sandbox. Under DangerFullAccess nothing is mounted at
+// them: the process sees the real paths, which NLX_WORKSPACE and
+// NLX_CREDENTIAL_HOME name in every policy.
+const (
+	WorkspacePath  = "/workspace"
+	HomePath       = "/home/nlx"
+	CredentialPath = "/home/nlx/.credentials"
+	SkillsPath     = "/opt/nlx/skills"
+)
+
+// Annotations Compile puts on every spec.
+const (
+	AnnotationWorkspace = "nlx.workspace"
+	AnnotationPolicy    = "nlx.policy"
+	AnnotationEgress    = "nlx.egress"
+	// AnnotationBoundary is BoundaryFilesystem, or BoundaryNone for
+	// DangerFullAccess.
+	AnnotationBoundary = "nlx.policy.boundary"
+
+	BoundaryFilesystem = "filesystem"
+	BoundaryNone       = "none"
+)
+
+// Request is everything a launch needs, already resolved from the config:
+// which workspace, which credential home, which skills, what to run.
+type Request struct {
+	// Workspace is the workspace's name, recorded with the process.
+	Workspace string
+	// WorkspaceRoot holds every workspace; WorkspaceDir is this one. Both
+	// are absolute and WorkspaceDir must lie strictly inside WorkspaceRoot
+	// once symlinks are resolved.
+	WorkspaceRoot string
+	WorkspaceDir  string
+
+	Policy Policy
+	Egress Egress
+
+	// CredentialRoot holds every owner's credential homes; CredentialHome
+	// is the selected one, relative to it ("alice/claude"). No component
+	// of CredentialHome may be a symlink. Both empty means no credential
+	// home is mounted.
+	CredentialRoot string
+	CredentialHome string
+
+	// Skills are the skill packages this workspace may use (already
+	// filtered by team and owner), mounted read-only under SkillsPath.
+	Skills []SkillMount
+
+	Limits Limits
+
+	// Command is what runs, resolved against the sandbox's PATH.
+	Command []string
+	// Env holds the provider's own variables (CODEX_HOME, ...). They are
+	// set after the allowlisted ones and may override them.
+	Env map[string]string
+	// HostEnv is the caller's environment (os.Environ()). Only the names in
+	// the allowlist (LANG, LC_ALL, LC_CTYPE, TERM, TZ, COLORTERM, NO_COLOR)
+	// are copied from it; the rest never reaches the sandbox.
+	HostEnv []string
+
+	// Backend is bwrap, runc, or Auto.
+	Backend Backend
+	// RootFS is an unpacked image root filesystem to run in (read-only).
+	// When empty the sandbox root is empty and the host's system
+	// directories are bound read-only into it.
+	RootFS string
+}
+
+// SkillMount is one skill package directory, mounted read-only at
+// SkillsPath/Name.
+type SkillMount struct {
+	Name string
+	Dir  string
+}
+
+// Limits are the cgroup limits of one launch. Zero means no limit for that
+// resource; the memory and pids controllers are required either way, so
+// that the process tree can be accounted for and killed.
+type Limits struct {
+	MemoryBytes int64
+	CPU         float64 // cores
+	Pids        int64
+}
+
+// Refusal codes. They are stable: the CLI maps them to exit codes and they
+// appear in JSON output.
+const (
+	CodeUnknownPolicy           = "unknown_policy"
+	CodeWorkspaceOutsideRoot    = "workspace_outside_root"
+	CodeCredentialHomeUnsafe    = "credential_home_unsafe"
+	CodeNoBackend               = "no_backend"
+	CodeCgroupMemoryUnavailable = "cgroup_memory_unavailable"
+	CodeCgroupPidsUnavailable   = "cgroup_pids_unavailable"
+	CodeCgroupCPUUnavailable    = "cgroup_cpu_unavailable"
+	// CodeInvalidRequest covers malformed requests: an empty command, an
+	// unknown egress, a bad skill name, negative limits.
+	CodeInvalidRequest = "invalid_request"
+)
+
+// piMemoryHint is the fix for the most common missing controller.
+const piMemoryHint = "enable the memory controller: on a Raspberry Pi add `cgroup_enable=memory cgroup_memory=1` " +
+	"to /boot/firmware/cmdline.txt (one line) and reboot"
+
+// Refusal is a launch nlx will not make: nothing was started.
+type Refusal struct {
+	Code string `json:"code"`
+	Msg  string `json:"message"`
+}
+
+func (r *Refusal) Error() string { return r.Code + ": " + r.Msg }
+
+func refuse(code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+}

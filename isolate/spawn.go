@@ -1,0 +1,309 @@
+package isolate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The backend must be in the launch cgroup before it executes anything, so
+// that no child it forks can start outside. Two ways get it there:
+//
+// direct (the default): the process is created inside the cgroup. On v2,
+// clone3 with CLONE_INTO_CGROUP does it (SysProcAttr.CgroupFD). On v1,
+// where membership is per thread, the forking thread is moved into the
+// launch cgroup, forks, and is moved back: the child inherits the thread's
+// cgroups at fork. No second program runs.
+//
+// reexec (the fallback, for kernels without CLONE_INTO_CGROUP): the
+// current binary is started, waits until the parent has moved it into the
+// cgroup, then executes the backend (see Reexec). It costs a Go runtime
+// start of the whole nlx binary (several milliseconds, more than a raw
+// bubblewrap run), which is why it is not the default.
+
+// forceReexec makes Launch use the reexec way; tests set it to keep that
+// path covered on hosts where direct works.
+var forceReexec = false
+
+// reexecHooked records that main called Reexec, without which a re-executed
+// child would run nlx's main instead of the backend.
+var reexecHooked atomic.Bool
+
+// startInCgroup starts cmd with its process in cg in every hierarchy cg
+// uses, from its first instruction.
+func startInCgroup(cmd *exec.Cmd, cg *cgroup) error {
+	var v1 []*hierarchy
+	for _, x := range cg.used {
+		if !x.v2 {
+			v1 = append(v1, x)
+			continue
+		}
+		fd, err := unix.Open(x.dir(cg.path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("cgroup %s: %w", x.dir(cg.path), err)
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
+	if len(v1) == 0 {
+		return cmd.Start()
+	}
+	done := make(chan error, 1)
+	go func() {
+		// Locked, so that no other goroutine runs on this thread while it
+		// is in the sandbox's cgroups, and the fork happens from it.
+		runtime.LockOSThread()
+		err := startOnThread(cmd, cg.path, v1)
+		if errors.Is(err, errThreadStranded) {
+			// Return without unlocking: the runtime ends the thread.
+			done <- err
+			return
+		}
+		runtime.UnlockOSThread()
+		done <- err
+	}()
+	return <-done
+}
+
+var errThreadStranded = errors.New("thread could not leave the launch cgroup")
+
+func startOnThread(cmd *exec.Cmd, path string, v1 []*hierarchy) error {
+	tid := strconv.Itoa(unix.Gettid())
+	home, err := threadCgroups(v1)
+	if err != nil {
+		return err
+	}
+	var moved []*hierarchy
+	back := func() error {
+		var errs []error
+		for _, x := range moved {
+			if err := os.WriteFile(filepath.Join(x.dir(home[x.mount]), "tasks"), []byte(tid), 0o644); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("%w: %w", errThreadStranded, err)
+		}
+		return nil
+	}
+	for _, x := range v1 {
+		if _, ok := home[x.mount]; !ok {
+			return errors.Join(fmt.Errorf("cgroup: this thread's place in %s is unknown", x.mount), back())
+		}
+		if err := os.WriteFile(filepath.Join(x.dir(path), "tasks"), []byte(tid), 0o644); err != nil {
+			return errors.Join(fmt.Errorf("cgroup: move thread into %s: %w", x.dir(path), err), back())
+		}
+		moved = append(moved, x)
+	}
+	err = cmd.Start()
+	return errors.Join(err, back())
+}
+
+// threadCgroups returns the calling thread's cgroup in each of hs, by
+// mount point.
+func threadCgroups(hs []*hierarchy) (map[string]string, error) {
+	data, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[1] == "" {
+			continue
+		}
+		ctrls := strings.Split(parts[1], ",")
+		for _, x := range hs {
+			if len(x.controllers) > 0 && slices.Contains(ctrls, x.controllers[0]) {
+				out[x.mount] = parts[2]
+			}
+		}
+	}
+	return out, nil
+}
+
+// cloneIntoCgroupUnsupported reports whether a direct start failed because
+// the kernel lacks clone3 or CLONE_INTO_CGROUP (before Linux 5.7).
+func cloneIntoCgroupUnsupported(err error) bool {
+	for _, e := range []unix.Errno{unix.ENOSYS, unix.E2BIG, unix.EINVAL, unix.EOPNOTSUPP} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// started is a started backend process. bwrap is in the launch cgroup and
+// has not executed the provider: release lets it. runc is not in the
+// cgroup (it puts the container there itself) and, started directly, has
+// no gate.
+type started struct {
+	cmd      *exec.Cmd
+	releaseW *os.File // the gate: bwrap's --block-fd, or the re-executed child's
+	statusR  *os.File // reexec: EOF once the backend was executed, else why not
+}
+
+func (s *started) release() error {
+	if s.releaseW == nil {
+		return nil
+	}
+	_, err := s.releaseW.Write([]byte{1})
+	s.releaseW.Close()
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	if s.statusR != nil {
+		msg, _ := io.ReadAll(s.statusR)
+		if len(msg) > 0 {
+			return errors.New(string(msg))
+		}
+	}
+	return nil
+}
+
+func (s *started) close() {
+	for _, f := range []*os.File{s.releaseW, s.statusR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// startBackend starts bin with args: bwrap inside the launch cgroup, the
+// direct way unless the kernel cannot or a test wants the other.
+func startBackend(cg *cgroup, backend Backend, bin string, args []string, opts Options) (*started, error) {
+	place := backend == Bwrap
+	if !forceReexec {
+		st, err := startDirect(cg, place, backend, bin, args, opts)
+		if err == nil || !place || !cloneIntoCgroupUnsupported(err) || !slices.ContainsFunc(cg.used, func(x *hierarchy) bool { return x.v2 }) {
+			return st, err
+		}
+	}
+	return startReexec(cg, place, bin, args, opts)
+}
+
+func backendCmd(path string, args []string, opts Options) *exec.Cmd {
+	return &exec.Cmd{
+		Path:   path,
+		Args:   args,
+		Env:    []string{}, // bwrap sets the sandbox's; runc reads it from the bundle
+		Stdin:  opts.Stdin,
+		Stdout: opts.Stdout,
+		Stderr: opts.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setpgid: true,
+			// If nlx dies the backend dies; bwrap's --die-with-parent
+			// then takes the sandbox with it.
+			Pdeathsig: syscall.SIGKILL,
+		},
+		// After the backend exits, a grandchild still holding an output
+		// pipe must not keep Wait blocked.
+		WaitDelay: 2 * time.Second,
+	}
+}
+
+func startDirect(cg *cgroup, place bool, backend Backend, bin string, args []string, opts Options) (*started, error) {
+	cmd := backendCmd(bin, append([]string{bin}, args...), opts)
+	st := &started{cmd: cmd}
+	var gate *os.File
+	if backend == Bwrap {
+		// bubblewrap reads one byte from fd 3 after building the sandbox
+		// and before executing the provider, then closes it.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		gate, st.releaseW = r, w
+		cmd.Args = append([]string{bin, "--block-fd", "3"}, args...)
+		cmd.ExtraFiles = []*os.File{r}
+	}
+	// Go opens everything close-on-exec, but descriptors nlx inherited or
+	// a library opened otherwise would reach bubblewrap, and through it
+	// the provider. nlx passes none on purpose.
+	if err := cloexecFrom(3); err != nil {
+		st.close()
+		return nil, fmt.Errorf("mark descriptors close-on-exec: %w", err)
+	}
+	var err error
+	if place {
+		err = startInCgroup(cmd, cg)
+	} else {
+		err = cmd.Start()
+	}
+	if gate != nil {
+		gate.Close()
+	}
+	if err != nil {
+		if cmd.Process != nil {
+			// Started, then failed (its thread stranded): kill it while
+			// the gate is still shut, since bubblewrap takes EOF on it as
+			// a go.
+			cmd.Process.Kill()
+			cmd.Wait()
+			killTree(cg)
+		}
+		st.close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// killTree kills whatever is in cg, bounded in time: for failure paths,
+// which must not hang on an unkillable process.
+func killTree(cg *cgroup) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cg.killAll(ctx)
+}
+
+func startReexec(cg *cgroup, place bool, bin string, args []string, opts Options) (*started, error) {
+	if !reexecHooked.Load() {
+		return nil, errors.New("this kernel cannot create a process inside a cgroup (no CLONE_INTO_CGROUP) " +
+			"and main did not call isolate.Reexec, which the fallback needs")
+	}
+	releaseR, releaseW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		releaseR.Close()
+		releaseW.Close()
+		return nil, err
+	}
+	st := &started{releaseW: releaseW, statusR: statusR}
+	cmd := backendCmd("/proc/self/exe", append([]string{reexecArg0, bin}, args...), opts)
+	cmd.Env = []string{reexecEnv + "=1"}
+	cmd.ExtraFiles = []*os.File{releaseR, statusW}
+	st.cmd = cmd
+	err = cmd.Start()
+	releaseR.Close()
+	statusW.Close()
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	if !place {
+		return st, nil
+	}
+	if err := cg.enter(cmd.Process.Pid); err != nil {
+		// Closing the gate unreleased makes the child exit unexecuted.
+		st.close()
+		cmd.Wait()
+		return nil, err
+	}
+	return st, nil
+}
