@@ -25,7 +25,7 @@ func main() {
 	rounds := flag.Int("rounds", 7, "rounds per measurement (the median is reported)")
 	workspaces := flag.Int("workspaces", 2000, "workspaces in the generated fleet (each with 1 connection and 5 jobs)")
 	keep := flag.Bool("keep", false, "keep the work directory")
-	only := flag.String("only", "", "run only this part: reconcile or images")
+	only := flag.String("only", "", "run only this part: reconcile, images or isolate")
 	flag.Parse()
 	if err := run(context.Background(), *rounds, *workspaces, *keep, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -66,8 +66,11 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nlx, "./cmd/nlx").CombinedOutput(); err != nil {
 		return fmt.Errorf("build nlx: %v\n%s", err, out)
 	}
-	if only == "images" {
+	switch only {
+	case "images":
 		return imageBench(ctx, work, nlx)
+	case "isolate":
+		return isolateBench(ctx, work, nlx)
 	}
 	if err := goBenchmarks(ctx); err != nil {
 		return err
@@ -136,6 +139,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 	fmt.Printf("\nmedians of %d rounds; apply peak RSS %.0f MiB; no-change plan peak RSS %.0f MiB\n", rounds, float64(a.rss)/1024, float64(p1.rss)/1024)
 	if only == "reconcile" {
 		return nil
+	}
+	if err := isolateBench(ctx, work, nlx); err != nil {
+		return err
 	}
 	return imageBench(ctx, work, nlx)
 }

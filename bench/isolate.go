@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// isolateBench runs isolate's launch benchmark (launch to exit of
+// /bin/true through spec, cgroup, identity record, launch, wait and stop
+// receipt) against the same raw bwrap and raw runc runs, several times,
+// and prints median ratios; then the peak RSS of nlx exec.
+func isolateBench(ctx context.Context, work, nlx string) error {
+	if os.Geteuid() != 0 {
+		fmt.Println("\nisolation: not measured: cgroups and runc need root")
+		return nil
+	}
+	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkLaunch", "-benchtime", "30x", "-count", "7", "./isolate").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("isolate benchmark: %v\n%s", err, out)
+	}
+	runs := map[string][]float64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLaunch/") || f[3] != "ns/op" {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "BenchmarkLaunch/")
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i]
+		}
+		var v float64
+		fmt.Sscan(f[2], &v)
+		runs[name] = append(runs[name], v)
+	}
+	median := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		s := append([]float64(nil), xs...)
+		sort.Float64s(s)
+		return s[len(s)/2]
+	}
+	fmt.Printf("\nisolated launch of /bin/true (medians of %d runs of 30 launches):\n", len(runs["bwrap"]))
+	for _, pair := range []struct {
+		name, peer string
+		target     float64
+	}{{"bwrap", "bwrap-raw", 1.5}, {"runc", "runc-raw", 1.2}} {
+		got, peer := median(runs[pair.name]), median(runs[pair.peer])
+		if got == 0 || peer == 0 {
+			fmt.Printf("  %s: not measured (is it installed?)\n", pair.name)
+			continue
+		}
+		r := got / peer
+		fmt.Printf("  %-6s %.1f ms, raw %.1f ms: ratio %.2f (target <= %.1f) %s\n", pair.name, got/1e6, peer/1e6, r, pair.target, verdict(r <= pair.target))
+	}
+
+	// nlx exec of /bin/true in a one-workspace config: its peak RSS.
+	dir := filepath.Join(work, "exec")
+	cfg := filepath.Join(dir, "cfg")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(execConfig), 0o644); err != nil {
+		return err
+	}
+	for _, d := range []string{"credentials/w/codex", "workspaces"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	env := append(os.Environ(), "NLX_STATE="+filepath.Join(dir, "state.db"), "NLX_WORKSPACE_ROOT="+filepath.Join(dir, "workspaces"),
+		"NLX_CREDENTIAL_ROOT="+filepath.Join(dir, "credentials"), "NLX_ACTOR=bench")
+	apply := exec.CommandContext(ctx, nlx, "apply", cfg, "--yes")
+	apply.Env = env
+	if msg, err := apply.CombinedOutput(); err != nil {
+		return fmt.Errorf("apply the exec config: %v\n%s", err, msg)
+	}
+	var rss series
+	for i := 0; i < 5; i++ {
+		cmd := exec.CommandContext(ctx, nlx, "exec", "--config", cfg, "--workspace", "w", "--connection", "c", "--", "/bin/true")
+		cmd.Env = env
+		s, err := measure(cmd)
+		if err != nil {
+			return err
+		}
+		rss = append(rss, s)
+	}
+	m := rss.median()
+	fmt.Printf("  nlx exec -- /bin/true: %.0f ms wall, peak RSS %.1f MiB (medians of 5)\n", m.wall.Seconds()*1000, float64(m.rss)/1024)
+	return nil
+}
+
+const execConfig = `package bench
+
+host: operators: ["bench"]
+providers: codex: {kind: "codex-app-server", status: "enabled", version: ">= 0.1", command: ["codex"]}
+workspaces: w: {
+	team:      "t"
+	kind:      "team"
+	policy:    "workspace_write"
+	chatReset: "never"
+	members: bench: "admin"
+	limits: {memory: "256Mi", cpu: 1, pids: 64}
+	network: egress: "none"
+}
+connections: c: {owner: "bench", scope: "team", workspace: "w", provider: "codex", billing: "api", credentialHome: "w/codex", generation: 1}
+`
