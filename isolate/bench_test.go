@@ -106,9 +106,10 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 		raw[Runc] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 		b.StopTimer()
-		host, err := loadCgroupHost()
-		if err == nil {
-			openCgroup(host, parent).remove(ctx)
+		if host, err := loadCgroupHost(); err == nil {
+			if cg, err := openCgroup(host, parent); err == nil {
+				cg.remove(ctx)
+			}
 		}
 	})
 	b.Run("runc", isolated(Runc))

@@ -1,7 +1,6 @@
 package isolate
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -17,37 +16,54 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
-// The cgroup layer writes cgroupfs itself rather than through
-// containerd/cgroups' cgroup1 and cgroup2 packages: those pull in dbus,
-// go-systemd, cilium/ebpf and logrus, none of which nlx needs to create a
-// directory, write four limits and list pids. containerd/cgroups still
-// decides the host's mode (cgroups.Mode), so nlx and containerd agree on it.
+// The cgroup layer is containerd's cgroups: cgroups.Mode tells the host's
+// layout, cgroup1 drives the v1 hierarchies (legacy hosts and the v1 half
+// of hybrid ones) and cgroup2 the unified one, so that nlx, containerd and
+// runc agree on what a host offers and how a cgroup is laid out. A few
+// things the library does not do are done by hand, each with its reason
+// where it happens: claiming a launch's directory exclusively, dropping v1
+// subsystems that are not mounted, bounding a freeze, and (in spawn.go and
+// stop.go) creating a process inside the cgroup and signalling through
+// pidfds.
 
 // DefaultCgroupParent is where every launch's cgroup lives, in every
 // hierarchy: /sys/fs/cgroup/<controller>/nlx/<launch id> on v1,
 // /sys/fs/cgroup/nlx/<launch id> on v2.
 const DefaultCgroupParent = "/nlx"
 
-// hierarchy is one mounted cgroup hierarchy.
-type hierarchy struct {
-	mount       string   // where it is mounted
-	v2          bool     // cgroup2
-	controllers []string // v1: from the mount options; v2: cgroup.controllers
+// Where cgroups.Mode looks for the unified hierarchy; the library has the
+// same paths, unexported.
+const (
+	unifiedMount = "/sys/fs/cgroup"
+	hybridMount  = "/sys/fs/cgroup/unified"
+)
+
+// pather is the part of a cgroup1 subsystem that names its directories.
+// Every subsystem cgroup1.Default returns has it; the library's own
+// interface for it is unexported.
+type pather interface {
+	cgroup1.Subsystem
+	Path(path string) string
 }
 
-func (h *hierarchy) has(ctrl string) bool { return slices.Contains(h.controllers, ctrl) }
-
-// dir is where cgroup path p (such as /nlx/ID) lives in this hierarchy.
-func (h *hierarchy) dir(p string) string { return filepath.Join(h.mount, p) }
-
-// cgroupHost is the host's cgroup layout, read from /proc/self/mountinfo.
+// cgroupHost is what the host's cgroups offer.
 type cgroupHost struct {
-	mode        cgroups.CGMode
-	hierarchies []*hierarchy
+	mode cgroups.CGMode
+	// v1 are the mounted v1 subsystems.
+	v1 []cgroup1.Subsystem
+	// memsw: the v1 memory controller accounts swap
+	// (memory.memsw.limit_in_bytes exists).
+	memsw bool
+	// unified is where the cgroup2 hierarchy is mounted, "" when it is
+	// not; v2 the controllers its root offers.
+	unified string
+	v2      []string
 }
 
 func modeName(m cgroups.CGMode) string {
@@ -69,7 +85,7 @@ var (
 
 // cgroupHostCached is loadCgroupHost, read once per process: cgroup
 // mounts do not move under a running nlx, and a launch should not parse
-// mountinfo twice. (Doctor reads it afresh.)
+// mountinfo and stat every hierarchy again. (Doctor reads it afresh.)
 func cgroupHostCached() (*cgroupHost, error) {
 	hostMu.Lock()
 	defer hostMu.Unlock()
@@ -85,104 +101,117 @@ func cgroupHostCached() (*cgroupHost, error) {
 }
 
 func loadCgroupHost() (*cgroupHost, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("cgroups: %w", err)
-	}
-	defer f.Close()
 	h := &cgroupHost{mode: cgroups.Mode()}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		fields := strings.Fields(sc.Text())
-		sep := slices.Index(fields, "-")
-		if sep < 5 || len(fields) < sep+4 {
-			continue
+	switch h.mode {
+	case cgroups.Unified:
+		h.unified = unifiedMount
+	case cgroups.Hybrid:
+		h.unified = hybridMount
+	}
+	if h.mode == cgroups.Legacy || h.mode == cgroups.Hybrid {
+		subs, err := cgroup1.Default()
+		if err != nil && !errors.Is(err, cgroup1.ErrMountPointNotExist) {
+			return nil, fmt.Errorf("cgroups: %w", err)
 		}
-		fstype, super := fields[sep+1], fields[sep+3]
-		mount := unescapeMount(fields[4])
-		switch fstype {
-		case "cgroup":
-			var ctrls []string
-			for _, o := range strings.Split(super, ",") {
-				switch o {
-				case "rw", "ro", "relatime", "noexec", "nosuid", "nodev", "clone_children", "xattr":
-				default:
-					if !strings.HasPrefix(o, "release_agent=") {
-						ctrls = append(ctrls, o)
-					}
-				}
+		for _, s := range subs {
+			// cgroup1.Default keeps every subsystem whose directory
+			// exists. A directory that is not a cgroup mount (left on
+			// the tmpfs by a kernel booted without the controller)
+			// would take limits as plain files: fail closed instead.
+			var st unix.Statfs_t
+			if p, ok := s.(pather); ok && unix.Statfs(p.Path("/"), &st) == nil && st.Type == unix.CGROUP_SUPER_MAGIC {
+				h.v1 = append(h.v1, s)
 			}
-			h.hierarchies = append(h.hierarchies, &hierarchy{mount: mount, controllers: ctrls})
-		case "cgroup2":
-			data, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
-			if err != nil {
-				continue
-			}
-			h.hierarchies = append(h.hierarchies, &hierarchy{mount: mount, v2: true, controllers: strings.Fields(string(data))})
+		}
+		if m := h.subsystem(cgroup1.Memory); m != nil {
+			_, err := os.Stat(filepath.Join(m.Path("/"), "memory.memsw.limit_in_bytes"))
+			h.memsw = err == nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("cgroups: read mountinfo: %w", err)
+	if h.unified != "" {
+		// Unreadable means no controllers, as for a host without them.
+		if root, err := cgroup2.Load("/", cgroup2.WithMountpoint(h.unified)); err == nil {
+			h.v2, _ = root.RootControllers()
+		}
 	}
 	return h, nil
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// find returns the hierarchy holding ctrl. A v1 hierarchy wins: on a
-// hybrid host a controller bound to v1 is listed nowhere on v2 anyway.
-func (h *cgroupHost) find(ctrl string) *hierarchy {
-	for _, x := range h.hierarchies {
-		if !x.v2 && x.has(ctrl) {
-			return x
-		}
-	}
-	for _, x := range h.hierarchies {
-		if x.v2 && x.has(ctrl) {
-			return x
+// subsystem returns the mounted v1 subsystem n, or nil.
+func (h *cgroupHost) subsystem(n cgroup1.Name) pather {
+	for _, s := range h.v1 {
+		if s.Name() == n {
+			return s.(pather)
 		}
 	}
 	return nil
 }
 
+// find says where ctrl is: a v1 subsystem, or (v2) the unified hierarchy;
+// neither when the host lacks it. v1 wins: on a hybrid host a controller
+// bound to v1 is listed nowhere on v2 anyway.
+func (h *cgroupHost) find(ctrl string) (s pather, v2 bool) {
+	if s := h.subsystem(cgroup1.Name(ctrl)); s != nil {
+		return s, false
+	}
+	return nil, slices.Contains(h.v2, ctrl)
+}
+
+func (h *cgroupHost) has(ctrl string) bool {
+	s, v2 := h.find(ctrl)
+	return s != nil || v2
+}
+
+// dir is cgroup path p's directory in the hierarchy holding ctrl ("" when
+// none does), and whether that is the unified one.
+func (h *cgroupHost) dir(ctrl, p string) (dir string, v2 bool) {
+	switch s, v2 := h.find(ctrl); {
+	case s != nil:
+		return s.Path(p), false
+	case v2:
+		return filepath.Join(h.unified, p), true
+	}
+	return "", false
+}
+
+// dirs is cgroup path p's directory in every hierarchy, existing or not.
+func (h *cgroupHost) dirs(p string) []string {
+	var out []string
+	for _, s := range h.v1 {
+		if d := s.(pather).Path(p); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	if h.unified != "" {
+		out = append(out, filepath.Join(h.unified, p))
+	}
+	return out
+}
+
 // require refuses a launch the host cannot limit.
 func (h *cgroupHost) require(needCPU bool) error {
-	if h.find("memory") == nil {
+	if !h.has("memory") {
 		return refuse(CodeCgroupMemoryUnavailable, "no cgroup memory controller (cgroup mode %s): %s", modeName(h.mode), piMemoryHint)
 	}
-	if h.find("pids") == nil {
+	if !h.has("pids") {
 		return refuse(CodeCgroupPidsUnavailable, "no cgroup pids controller (cgroup mode %s): use a kernel with CONFIG_CGROUP_PIDS", modeName(h.mode))
 	}
-	if needCPU && h.find("cpu") == nil {
+	if needCPU && !h.has("cpu") {
 		return refuse(CodeCgroupCPUUnavailable, "no cgroup cpu controller (cgroup mode %s): use a kernel with CONFIG_CFS_BANDWIDTH or drop the workspace's cpu limit", modeName(h.mode))
 	}
 	return nil
 }
 
 // cgroup is one launch's cgroup: the same path in every hierarchy that
-// holds a controller it uses.
+// holds it.
 type cgroup struct {
 	host *cgroupHost
-	path string       // such as /nlx/ID
-	used []*hierarchy // hierarchies it was created in, limits first
+	path string           // such as /nlx/ID
+	v1   cgroup1.Cgroup   // its v1 subsystems; nil when it has none
+	v2   *cgroup2.Manager // nil when the unified hierarchy does not hold it
+	// opened: found by openCgroup in every hierarchy, rather than
+	// created in those the launch limits.
+	opened bool
 }
 
 // containerLeaf is where runc puts the container: below the launch
@@ -196,193 +225,217 @@ const containerLeaf = "container"
 // holding memory, pids, cpu (when limited) and, on v1, freezer (to stop a
 // tree that forks while it is being killed). With delegate, a v2 cgroup
 // hands its controllers to children (runc's container cgroup).
-func createCgroup(h *cgroupHost, parent, id string, res *specs.LinuxResources, delegate bool) (_ *cgroup, err error) {
+func createCgroup(h *cgroupHost, parent, id string, res *specs.LinuxResources, delegate bool) (*cgroup, error) {
 	needCPU := res != nil && res.CPU != nil
 	if err := h.require(needCPU); err != nil {
 		return nil, err
 	}
-	c := &cgroup{host: h, path: filepath.Join("/", parent, id)}
 	want := []string{"memory", "pids"}
 	if needCPU {
 		want = append(want, "cpu")
 	}
-	v2ctrls := map[*hierarchy][]string{}
-	for _, ctrl := range want {
-		x := h.find(ctrl)
-		if !slices.Contains(c.used, x) {
-			c.used = append(c.used, x)
-		}
-		if x.v2 {
-			v2ctrls[x] = append(v2ctrls[x], ctrl)
+	return h.create(filepath.Join("/", parent, id), want, res, true, delegate)
+}
+
+// hierarchy is a cgroup1.Hierarchy of exactly subs: cgroup1.Default would
+// create the cgroup in every mounted subsystem, most of which nlx does not
+// use, and parse mountinfo again each time.
+func hierarchy(subs []cgroup1.Subsystem) cgroup1.Hierarchy {
+	return func() ([]cgroup1.Subsystem, error) { return subs, nil }
+}
+
+// create creates the cgroup path in the hierarchies holding ctrls (and the
+// v1 freezer with freezer) and writes res into it.
+func (h *cgroupHost) create(path string, ctrls []string, res *specs.LinuxResources, freezer, delegate bool) (_ *cgroup, err error) {
+	var subs []cgroup1.Subsystem
+	var v2ctrls []string
+	for _, ctrl := range ctrls {
+		switch s, v2 := h.find(ctrl); {
+		case s != nil:
+			subs = append(subs, s)
+		case v2:
+			v2ctrls = append(v2ctrls, ctrl)
+		default:
+			return nil, fmt.Errorf("no %s controller is mounted or enabled", ctrl)
 		}
 	}
-	if fr := h.find("freezer"); fr != nil && !fr.v2 && !slices.Contains(c.used, fr) {
-		c.used = append(c.used, fr)
+	if fr := h.subsystem(cgroup1.Freezer); freezer && fr != nil {
+		subs = append(subs, fr)
 	}
-	var created []string
+
+	// cgroup1.New and cgroup2.NewManager create with MkdirAll, which
+	// adopts an existing cgroup: a launch id in use would have its
+	// limits rewritten and, on failure, its processes killed. So each
+	// directory is claimed with an exclusive mkdir first, and only what
+	// was claimed is deleted again on failure.
+	var claimed []cgroup1.Subsystem
+	claimedV2 := false
 	defer func() {
-		// Only what this call created: an existing directory of the same
-		// name belongs to another launch.
-		for i := len(created) - 1; err != nil && i >= 0; i-- {
-			unix.Rmdir(created[i])
+		if err == nil {
+			return
+		}
+		if len(claimed) > 0 {
+			if cg, lerr := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(hierarchy(claimed))); lerr == nil {
+				cg.Delete()
+			}
+		}
+		if claimedV2 {
+			if m, lerr := cgroup2.Load(path, cgroup2.WithMountpoint(h.unified)); lerr == nil {
+				m.Delete()
+			}
 		}
 	}()
-	for _, x := range c.used {
-		if err := c.mkdirs(x, parent, v2ctrls[x], delegate); err != nil {
+	for _, s := range subs {
+		if err := claim(s.(pather).Path(path)); err != nil {
 			return nil, err
 		}
-		created = append(created, x.dir(c.path))
+		claimed = append(claimed, s)
 	}
-	if err := c.setLimits(res); err != nil {
-		return nil, err
+	if len(v2ctrls) > 0 {
+		if err := claim(filepath.Join(h.unified, path)); err != nil {
+			return nil, err
+		}
+		claimedV2 = true
+	}
+
+	c := &cgroup{host: h, path: path}
+	if len(subs) > 0 {
+		c.v1, err = cgroup1.New(cgroup1.StaticPath(path), h.v1Resources(res), cgroup1.WithHierarchy(hierarchy(subs)))
+		if err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", path, err)
+		}
+	}
+	if len(v2ctrls) > 0 {
+		r := v2Resources(res, v2ctrls)
+		// NewManager enables r's controllers in every ancestor's
+		// subtree_control, from the mount down.
+		if c.v2, err = cgroup2.NewManager(h.unified, path, r); err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", path, err)
+		}
+		if r.Memory != nil && r.Memory.Max != nil {
+			// Swap is never granted. memory.swap.max is absent where
+			// the kernel does not account swap, and there is none to
+			// grant.
+			none := int64(0)
+			if err := c.v2.Update(&cgroup2.Resources{Memory: &cgroup2.Memory{Swap: &none}}); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("cgroup %s: %w", path, err)
+			}
+		}
+		if delegate {
+			// Toggling the controllers of the (not yet existing)
+			// container leaf enables them in its ancestors, the launch
+			// cgroup last; before any process joins, since a v2 cgroup
+			// with processes cannot delegate.
+			leaf, err := cgroup2.Load(path+"/"+containerLeaf, cgroup2.WithMountpoint(h.unified))
+			if err == nil {
+				err = leaf.ToggleControllers(r.EnabledControllers(), cgroup2.Enable)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("cgroup %s: delegate to %s: %w", path, containerLeaf, err)
+			}
+		}
 	}
 	return c, nil
 }
 
-func (c *cgroup) mkdirs(x *hierarchy, parent string, v2ctrls []string, delegate bool) error {
-	if x.v2 {
-		// Every level from the mount down must hand the controllers to
-		// its children.
-		enable := strings.Join(prefixed(v2ctrls), " ")
-		if err := enableControllers(x.mount, v2ctrls, enable); err != nil {
-			return err
+// claim creates dir, which must not exist yet.
+func claim(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The parent, once per hierarchy.
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return cgroupWriteError(dir, err)
 		}
-		p := x.mount
-		for _, part := range strings.Split(strings.Trim(parent, "/"), "/") {
-			if part == "" {
-				continue
-			}
-			p = filepath.Join(p, part)
-			if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return cgroupWriteError(x, err)
-			}
-			if err := enableControllers(p, v2ctrls, enable); err != nil {
-				return err
-			}
-		}
-	} else if err := os.MkdirAll(x.dir(parent), 0o755); err != nil {
-		return cgroupWriteError(x, err)
+		err = os.Mkdir(dir, 0o755)
 	}
-	dir := x.dir(c.path)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("cgroup %s already exists: launch id in use", dir)
 		}
-		return cgroupWriteError(x, err)
-	}
-	if delegate && x.v2 {
-		// Before any process joins: a v2 cgroup with processes cannot
-		// delegate.
-		if err := enableControllers(dir, v2ctrls, strings.Join(prefixed(v2ctrls), " ")); err != nil {
-			unix.Rmdir(dir)
-			return err
-		}
+		return cgroupWriteError(dir, err)
 	}
 	return nil
 }
 
-func prefixed(ctrls []string) []string {
-	out := make([]string, len(ctrls))
-	for i, c := range ctrls {
-		out[i] = "+" + c
-	}
-	return out
-}
-
-// enableControllers delegates ctrls to dir's children unless already done
-// (writing subtree_control of a cgroup with processes fails, and the root's
-// is usually set up by the init system).
-func enableControllers(dir string, ctrls []string, enable string) error {
-	if len(ctrls) == 0 {
-		return nil
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-	if err != nil {
-		return fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	have := strings.Fields(string(data))
-	missing := false
-	for _, c := range ctrls {
-		missing = missing || !slices.Contains(have, c)
-	}
-	if !missing {
-		return nil
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(enable), 0o644); err != nil {
-		return fmt.Errorf("cgroup %s: enable %s: %w", dir, enable, err)
-	}
-	return nil
-}
-
-func cgroupWriteError(x *hierarchy, err error) error {
+func cgroupWriteError(dir string, err error) error {
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) {
-		return fmt.Errorf("cgroup %s: %w (nlx needs root, or a cgroup subtree delegated to its user)", x.mount, err)
+		return fmt.Errorf("cgroup %s: %w (nlx needs root, or a cgroup subtree delegated to its user)", dir, err)
 	}
-	return fmt.Errorf("cgroup %s: %w", x.mount, err)
+	return fmt.Errorf("cgroup %s: %w", dir, err)
 }
 
-// setLimits writes res into the launch cgroup. Swap is never granted.
-func (c *cgroup) setLimits(res *specs.LinuxResources) error {
+// v1Resources is res for cgroup1, which never changes its argument (the
+// spec runc gets stays Compile's). Swap is never granted: memory+swap
+// equal to memory means none, written only where the kernel accounts
+// swap (cgroup1 fails on a file that is not there).
+func (h *cgroupHost) v1Resources(res *specs.LinuxResources) *specs.LinuxResources {
+	var r specs.LinuxResources
+	if res != nil {
+		r = *res
+	}
+	if r.Memory != nil && r.Memory.Limit != nil && h.memsw {
+		m := *r.Memory
+		m.Swap = m.Limit
+		r.Memory = &m
+	}
+	return &r
+}
+
+// v2Resources is res for cgroup2, limited to ctrls (the controllers the
+// unified hierarchy holds for this cgroup; on a hybrid host the others
+// are on v1). memory and pids get an empty entry even without a limit, so
+// that cgroup2 enables them: the tree is accounted for either way.
+func v2Resources(res *specs.LinuxResources, ctrls []string) *cgroup2.Resources {
 	if res == nil {
-		return nil
+		res = &specs.LinuxResources{}
 	}
-	type write struct {
-		ctrl, v1file, v2file, value string
-		optional                    bool // absent when the kernel does not account it
-	}
-	var ws []write
-	if res.Memory != nil && res.Memory.Limit != nil {
-		v := strconv.FormatInt(*res.Memory.Limit, 10)
-		ws = append(ws,
-			write{"memory", "memory.limit_in_bytes", "memory.max", v, false},
-			// v1: memory+swap equal to memory means no swap; v2 counts
-			// swap on its own.
-			write{"memory", "memory.memsw.limit_in_bytes", "memory.swap.max", v, true},
-		)
-	}
-	if res.Pids != nil && res.Pids.Limit != nil {
-		ws = append(ws, write{"pids", "pids.max", "pids.max", strconv.FormatInt(*res.Pids.Limit, 10), false})
-	}
-	if res.CPU != nil && res.CPU.Quota != nil && res.CPU.Period != nil {
-		q, p := strconv.FormatInt(*res.CPU.Quota, 10), strconv.FormatUint(*res.CPU.Period, 10)
-		ws = append(ws,
-			write{"cpu", "cpu.cfs_period_us", "", p, false},
-			write{"cpu", "cpu.cfs_quota_us", "cpu.max", q, false},
-		)
-	}
-	for _, w := range ws {
-		x := c.host.find(w.ctrl)
-		file, value := w.v1file, w.value
-		if x.v2 {
-			file = w.v2file
-			switch file {
-			case "":
-				continue
-			case "memory.swap.max":
-				value = "0"
-			case "cpu.max":
-				value = w.value + " " + strconv.FormatUint(*res.CPU.Period, 10)
-			}
-		}
-		p := filepath.Join(x.dir(c.path), file)
-		if err := os.WriteFile(p, []byte(value), 0o644); err != nil {
-			if w.optional && errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return fmt.Errorf("cgroup limit %s=%s: %w", p, value, err)
+	all := cgroup2.ToResources(res)
+	r := &cgroup2.Resources{}
+	if slices.Contains(ctrls, "memory") {
+		r.Memory = all.Memory
+		if r.Memory == nil {
+			r.Memory = &cgroup2.Memory{}
 		}
 	}
-	return nil
+	if slices.Contains(ctrls, "pids") {
+		r.Pids = all.Pids
+		if r.Pids == nil {
+			r.Pids = &cgroup2.Pids{}
+		}
+	}
+	if slices.Contains(ctrls, "cpu") {
+		r.CPU = all.CPU
+	}
+	return r
 }
 
-// enter moves pid into the launch cgroup in every hierarchy it uses. Every
-// child pid forks afterwards starts there.
+// v1Dir is the cgroup's directory in its v1 subsystem n, "" when it has
+// none there.
+func (c *cgroup) v1Dir(n cgroup1.Name) string {
+	if c.v1 == nil {
+		return ""
+	}
+	for _, s := range c.v1.Subsystems() {
+		if s.Name() == n {
+			return s.(pather).Path(c.path)
+		}
+	}
+	return ""
+}
+
+func (c *cgroup) v2Dir() string { return filepath.Join(c.host.unified, c.path) }
+
+// enter moves process pid into the launch cgroup in every hierarchy it
+// uses. Every child pid forks afterwards starts there.
 func (c *cgroup) enter(pid int) error {
-	b := []byte(strconv.Itoa(pid))
-	for _, x := range c.used {
-		p := filepath.Join(x.dir(c.path), "cgroup.procs")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return fmt.Errorf("cgroup: move %d into %s: %w", pid, p, err)
+	if c.v1 != nil {
+		if err := c.v1.Add(cgroup1.Process{Pid: pid}); err != nil {
+			return fmt.Errorf("cgroup: move %d into %s: %w", pid, c.path, err)
+		}
+	}
+	if c.v2 != nil {
+		if err := c.v2.AddProc(uint64(pid)); err != nil {
+			return fmt.Errorf("cgroup: move %d into %s: %w", pid, c.v2Dir(), err)
 		}
 	}
 	return nil
@@ -391,53 +444,77 @@ func (c *cgroup) enter(pid int) error {
 // openCgroup names an existing launch cgroup, as Stop finds it from a
 // record. Every hierarchy is searched: runc creates the path in all of
 // them, not only in those the launch used.
-func openCgroup(h *cgroupHost, path string) *cgroup {
-	c := &cgroup{host: h, path: path}
-	for _, x := range h.hierarchies {
-		if _, err := os.Stat(x.dir(path)); err == nil {
-			c.used = append(c.used, x)
+func openCgroup(h *cgroupHost, path string) (*cgroup, error) {
+	c := &cgroup{host: h, path: path, opened: true}
+	if len(h.v1) > 0 {
+		cg, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(hierarchy(h.v1)))
+		switch {
+		case err == nil:
+			c.v1 = cg
+		case !errors.Is(err, cgroup1.ErrCgroupDeleted):
+			return nil, fmt.Errorf("cgroup %s: %w", path, err)
 		}
 	}
-	return c
-}
-
-// dirs lists the launch cgroup's directories in hierarchy x, deepest first.
-func (c *cgroup) dirs(x *hierarchy) []string {
-	var out []string
-	filepath.WalkDir(x.dir(c.path), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			out = append(out, p)
+	if h.unified != "" {
+		if _, err := os.Stat(filepath.Join(h.unified, path)); err == nil {
+			if c.v2, err = cgroup2.Load(path, cgroup2.WithMountpoint(h.unified)); err != nil {
+				return nil, fmt.Errorf("cgroup %s: %w", path, err)
+			}
 		}
-		return nil
-	})
-	slices.Reverse(out)
-	return out
+	}
+	return c, nil
 }
 
 // members lists every pid in the launch cgroup's subtree.
 func (c *cgroup) members() ([]int, error) {
-	// Every process is in exactly one pids cgroup, and nothing inside can
-	// move itself out (cgroupfs is not mounted in the sandbox): the pids
-	// hierarchy alone holds the whole tree. Without it, the union of all.
-	hs := c.host.hierarchies
-	if x := c.host.find("pids"); x != nil {
-		if _, err := os.Stat(x.dir(c.path)); err == nil {
-			hs = []*hierarchy{x}
+	var err error
+	for range 10 {
+		var pids []int
+		if pids, err = c.list(); err == nil || !vanished(err) {
+			return pids, err
 		}
+		// A directory went away while the subtree was read (runc
+		// removing its container's): read it again.
+	}
+	return nil, err
+}
+
+func vanished(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)
+}
+
+func (c *cgroup) list() ([]int, error) {
+	// Every process is in exactly one pids cgroup, and in one unified
+	// cgroup, and nothing inside can move itself out (cgroupfs is not
+	// mounted in the sandbox): the pids hierarchy alone holds the whole
+	// tree, else the unified one. Without either, the union of all.
+	if c.v1Dir(cgroup1.Pids) != "" {
+		return c.v1Procs(cgroup1.Pids)
+	}
+	if c.v2 != nil {
+		procs, err := c.v2.Procs(true)
+		if err != nil {
+			if _, serr := os.Stat(c.v2Dir()); vanished(err) && errors.Is(serr, fs.ErrNotExist) {
+				return nil, nil // removed
+			}
+			return nil, fmt.Errorf("cgroup %s: %w", c.v2Dir(), err)
+		}
+		pids := make([]int, len(procs))
+		for i, p := range procs {
+			pids[i] = int(p)
+		}
+		return pids, nil
 	}
 	var pids []int
-	for _, x := range hs {
-		for _, d := range c.dirs(x) {
-			data, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
-				continue // removed under us
-			}
+	if c.v1 != nil {
+		for _, s := range c.v1.Subsystems() {
+			ps, err := c.v1Procs(s.Name())
 			if err != nil {
-				return nil, fmt.Errorf("cgroup %s: %w", d, err)
+				return nil, err
 			}
-			for _, f := range bytes.Fields(data) {
-				if pid, err := strconv.Atoi(string(f)); err == nil && !slices.Contains(pids, pid) {
-					pids = append(pids, pid)
+			for _, p := range ps {
+				if !slices.Contains(pids, p) {
+					pids = append(pids, p)
 				}
 			}
 		}
@@ -445,16 +522,34 @@ func (c *cgroup) members() ([]int, error) {
 	return pids, nil
 }
 
+func (c *cgroup) v1Procs(n cgroup1.Name) ([]int, error) {
+	procs, err := c.v1.Processes(n, true)
+	if err != nil {
+		if _, serr := os.Stat(c.v1Dir(n)); vanished(err) && errors.Is(serr, fs.ErrNotExist) {
+			return nil, nil // removed
+		}
+		return nil, fmt.Errorf("cgroup %s: %w", c.v1Dir(n), err)
+	}
+	pids := make([]int, len(procs))
+	for i, p := range procs {
+		pids[i] = p.Pid
+	}
+	return pids, nil
+}
+
 // contains reports whether pid is in the launch cgroup, read from
 // /proc/PID/cgroup: a pid listed a moment ago may have been recycled.
 func (c *cgroup) contains(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	v1, unified, err := cgroups.ParseCgroupFileUnified("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return false
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) == 3 && (parts[2] == c.path || strings.HasPrefix(parts[2], c.path+"/")) {
+	in := func(p string) bool { return p == c.path || strings.HasPrefix(p, c.path+"/") }
+	if in(unified) {
+		return true
+	}
+	for _, p := range v1 {
+		if in(p) {
 			return true
 		}
 	}
@@ -506,12 +601,15 @@ func (c *cgroup) kill(ctx context.Context, spare int) (int, error) {
 	}
 }
 
-// killAll is kill sparing no one; on v2 cgroup.kill does it at once.
+// killAll is kill sparing no one; on v2 cgroup2's Kill does it at once.
 func (c *cgroup) killAll(ctx context.Context) (int, error) {
-	for _, x := range c.host.hierarchies {
-		if x.v2 {
-			// Best effort: absent before Linux 5.14.
-			os.WriteFile(filepath.Join(x.dir(c.path), "cgroup.kill"), []byte("1"), 0o644)
+	if c.v2 != nil {
+		// Only with cgroup.kill (Linux 5.14): without it Kill falls back
+		// to signalling pids unchecked and waiting for them, which would
+		// reap the backend from under its exec.Cmd. kill below does the
+		// same, checked, and confirms.
+		if _, err := os.Stat(filepath.Join(c.v2Dir(), "cgroup.kill")); err == nil {
+			c.v2.Kill()
 		}
 	}
 	return c.kill(ctx, 0)
@@ -522,30 +620,31 @@ func (c *cgroup) killAll(ctx context.Context) (int, error) {
 // a short while is killed anyway: SIGKILL reaches frozen tasks on thaw.
 func (c *cgroup) freeze(ctx context.Context) (thaw func()) {
 	var undo []func()
-	for _, x := range c.host.hierarchies {
-		dir := x.dir(c.path)
-		switch {
-		case !x.v2 && x.has("freezer"):
-			state := filepath.Join(dir, "freezer.state")
-			if os.WriteFile(state, []byte("FROZEN"), 0o644) != nil {
-				continue
-			}
-			undo = append(undo, func() { os.WriteFile(state, []byte("THAWED"), 0o644) })
+	if dir := c.v1Dir(cgroup1.Freezer); dir != "" {
+		// By hand, bounded: cgroup1's Freeze retries until the whole
+		// tree is frozen, without a deadline and holding the cgroup's
+		// lock, and one task in uninterruptible sleep (on FUSE, NFS)
+		// keeps a v1 tree FREEZING for good. (Nor is the state read
+		// through cgroup1's State: it marks the cgroup deleted for good
+		// when any of its directories is missing.) The thaw is cgroup1's.
+		state := filepath.Join(dir, "freezer.state")
+		if os.WriteFile(state, []byte("FROZEN"), 0o644) == nil {
+			undo = append(undo, func() { c.v1.Thaw() })
 			waitFor(ctx, func() bool {
 				b, err := os.ReadFile(state)
 				return err != nil || strings.TrimSpace(string(b)) == "FROZEN"
 			})
-		case x.v2:
-			f := filepath.Join(dir, "cgroup.freeze")
-			if os.WriteFile(f, []byte("1"), 0o644) != nil {
-				continue
-			}
-			undo = append(undo, func() { os.WriteFile(f, []byte("0"), 0o644) })
-			waitFor(ctx, func() bool {
-				b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-				return err != nil || bytes.Contains(b, []byte("frozen 1"))
-			})
 		}
+	}
+	if c.v2 != nil && c.v2.Freeze() == nil {
+		undo = append(undo, func() { c.v2.Thaw() })
+		// cgroup2's Freeze returns once the request is recorded; the
+		// tree is frozen when cgroup.events says so.
+		events := filepath.Join(c.v2Dir(), "cgroup.events")
+		waitFor(ctx, func() bool {
+			b, err := os.ReadFile(events)
+			return err != nil || bytes.Contains(b, []byte("frozen 1"))
+		})
 	}
 	return func() {
 		for _, u := range undo {
@@ -567,18 +666,30 @@ func (c *cgroup) empty() (bool, error) {
 	return len(pids) == 0, err
 }
 
-// remove deletes the launch cgroup from every hierarchy, deepest first. A
-// cgroup stays busy until its last process has been reaped, which its
-// parent (bwrap, runc) may be doing right now.
+// removeGrace bounds remove. cgroup1 and cgroup2 report a cgroup they
+// could not remove without saying why, so every failure is retried; the
+// one expected is a cgroup still busy with a process its parent (bwrap,
+// runc) has not reaped yet.
+const removeGrace = 10 * time.Second
+
+// remove deletes the launch cgroup, its subtree included, from every
+// hierarchy holding it: runc creates it in all of them, not only in those
+// the launch limits.
 func (c *cgroup) remove(ctx context.Context) error {
+	all := c
+	if !c.opened {
+		var err error
+		if all, err = openCgroup(c.host, c.path); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, removeGrace)
+	defer cancel()
 	step := 100 * time.Microsecond
 	for {
-		err := c.removeDirs()
+		err := all.delete()
 		if err == nil {
 			return nil
-		}
-		if !errors.Is(err, syscall.EBUSY) {
-			return err
 		}
 		if perr := pause(ctx, step); perr != nil {
 			return fmt.Errorf("%w (%v)", err, perr)
@@ -587,32 +698,66 @@ func (c *cgroup) remove(ctx context.Context) error {
 	}
 }
 
-func (c *cgroup) removeDirs() error {
-	var errs []error
-	for _, x := range c.host.hierarchies {
-		base := x.dir(c.path)
-		// The layout nlx and runc create, without listing directories
-		// (a v1 memory cgroup lists some thirty files).
-		for _, d := range []string{filepath.Join(base, containerLeaf), base} {
-			err := unix.Rmdir(d)
-			if err == nil || errors.Is(err, syscall.ENOENT) {
+// delete removes the launch cgroup (and runc's container leaf below it).
+//
+// On v1 it removes the directories itself, deepest first: cgroup1's Delete
+// lstat's every file below the cgroup first (33 in a v1 memory cgroup,
+// about 10µs each on cgroupfs), which measured +0.4 ms per launch, pushing
+// an isolated bwrap launch past 1.5x a raw one. rmdir is what the kernel
+// needs anyway, and it refuses (EBUSY) while a process is inside, so
+// nothing is removed under a live task; remove retries that. v2 keeps
+// cgroup2's Delete.
+func (c *cgroup) delete() error {
+	var jobs []func() error
+	if c.v1 != nil {
+		for _, s := range c.v1.Subsystems() {
+			p, ok := s.(interface{ Path(string) string })
+			if !ok {
 				continue
 			}
-			if d == base && errors.Is(err, syscall.EBUSY) {
-				// Busy with processes, or with children of its own.
-				for _, sub := range c.dirs(x) {
-					if err = unix.Rmdir(sub); err != nil && !errors.Is(err, syscall.ENOENT) {
-						break
-					}
-				}
-				if err == nil || errors.Is(err, syscall.ENOENT) {
-					continue
-				}
-			}
-			errs = append(errs, &fs.PathError{Op: "rmdir", Path: d, Err: err})
+			dir := p.Path(c.path)
+			jobs = append(jobs, func() error { return rmdirTree(dir) })
 		}
 	}
+	if c.v2 != nil {
+		jobs = append(jobs, func() error {
+			if _, err := os.Stat(c.v2Dir()); errors.Is(err, fs.ErrNotExist) {
+				return nil // by an earlier call
+			}
+			return c.v2.Delete()
+		})
+	}
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Go(func() { errs[i] = job() })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// rmdirTree removes a cgroup directory and the cgroup directories below
+// it, children first; one already gone is fine. It reads directory
+// entries' types from getdents, never lstat'ing the control files.
+func rmdirTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := rmdirTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove cgroup %s: %w", dir, err)
+	}
+	return nil
 }
 
 // pause waits d or until ctx is done.

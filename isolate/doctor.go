@@ -8,7 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -92,11 +94,12 @@ func Doctor(ctx context.Context) Report {
 		return r
 	}
 	r.CgroupMode = modeName(host.mode)
-	r.Findings = append(r.Findings, Finding{Name: "cgroup.mode", OK: len(host.hierarchies) > 0,
-		Detail: "cgroup " + r.CgroupMode, Fix: fixIf(len(host.hierarchies) == 0, "mount cgroupfs at /sys/fs/cgroup")})
+	mounted := len(host.v1) > 0 || host.unified != ""
+	r.Findings = append(r.Findings, Finding{Name: "cgroup.mode", OK: mounted,
+		Detail: "cgroup " + r.CgroupMode, Fix: fixIf(!mounted, "mount cgroupfs at /sys/fs/cgroup")})
 	for _, ctrl := range []string{"memory", "pids", "cpu"} {
 		f := Finding{Name: "cgroup." + ctrl}
-		if err := tryController(host, ctrl); err != nil {
+		if err := tryController(ctx, host, ctrl); err != nil {
 			f.Detail = err.Error()
 			f.Fix = controllerFix(ctrl)
 		} else {
@@ -151,36 +154,29 @@ func backendFix(b Backend) string {
 
 // tryController creates a cgroup with a limit of ctrl under the nlx parent
 // and removes it.
-func tryController(h *cgroupHost, ctrl string) error {
-	x := h.find(ctrl)
-	if x == nil {
+func tryController(ctx context.Context, h *cgroupHost, ctrl string) error {
+	if !h.has(ctrl) {
 		return fmt.Errorf("no %s controller is mounted or enabled", ctrl)
 	}
-	c := &cgroup{host: h, path: DefaultCgroupParent + "/doctor-" + newID(), used: []*hierarchy{x}}
-	var v2 []string
-	if x.v2 {
-		v2 = []string{ctrl}
+	var res specs.LinuxResources
+	switch ctrl {
+	case "memory":
+		limit := int64(64 << 20)
+		res.Memory = &specs.LinuxMemory{Limit: &limit}
+	case "pids":
+		limit := int64(32)
+		res.Pids = &specs.LinuxPids{Limit: &limit}
+	case "cpu":
+		quota, period := int64(50000), uint64(100000)
+		res.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
 	}
-	if err := c.mkdirs(x, DefaultCgroupParent, v2, false); err != nil {
-		return err
+	c, err := h.create(DefaultCgroupParent+"/doctor-"+newID(), []string{ctrl}, &res, false, false)
+	if err != nil {
+		return fmt.Errorf("set a %s limit: %w", ctrl, err)
 	}
-	defer c.removeDirs()
-	file := map[string][2]string{
-		"memory": {"memory.limit_in_bytes", "memory.max"},
-		"pids":   {"pids.max", "pids.max"},
-		"cpu":    {"cpu.cfs_quota_us", "cpu.max"},
-	}[ctrl]
-	name, value := file[0], map[string]string{"memory": "67108864", "pids": "32", "cpu": "50000"}[ctrl]
-	if x.v2 {
-		name = file[1]
-		if ctrl == "cpu" {
-			value = "50000 100000"
-		}
-	}
-	if err := os.WriteFile(x.dir(c.path)+"/"+name, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("set %s: %w", name, err)
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return c.remove(ctx)
 }
 
 func controllerFix(ctrl string) string {

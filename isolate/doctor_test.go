@@ -62,9 +62,9 @@ func TestDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range host.hierarchies {
-		left, _ := filepath.Glob(filepath.Join(x.dir(DefaultCgroupParent), "doctor-*"))
-		probes, _ := filepath.Glob(filepath.Join(x.dir(DefaultCgroupParent), "probe-*"))
+	for _, dir := range host.dirs(DefaultCgroupParent) {
+		left, _ := filepath.Glob(filepath.Join(dir, "doctor-*"))
+		probes, _ := filepath.Glob(filepath.Join(dir, "probe-*"))
 		if len(left)+len(probes) > 0 {
 			t.Errorf("Doctor left cgroups behind: %v %v", left, probes)
 		}

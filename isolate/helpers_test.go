@@ -255,9 +255,9 @@ func assertCgroupGone(t testing.TB, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range host.hierarchies {
-		if _, err := os.Stat(x.dir(path)); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("cgroup %s still exists (%v)", x.dir(path), err)
+	for _, dir := range host.dirs(path) {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s still exists (%v)", dir, err)
 		}
 	}
 }
@@ -269,12 +269,12 @@ func cgroupFile(t testing.TB, path, ctrl, v1, v2 string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := host.find(ctrl)
+	dir, onV2 := host.dir(ctrl, path)
 	name := v1
-	if x.v2 {
+	if onV2 {
 		name = v2
 	}
-	data, err := os.ReadFile(filepath.Join(x.dir(path), name))
+	data, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		t.Fatal(err)
 	}

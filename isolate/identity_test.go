@@ -46,7 +46,10 @@ func TestStopKillsDetachedDaemon(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cg := openCgroup(host, p.Identity.Cgroup)
+				cg, err := openCgroup(host, p.Identity.Cgroup)
+				if err != nil {
+					t.Fatal(err)
+				}
 				// Wait for two sleeps in two sessions: the shell's and the
 				// daemon's.
 				var sleeps map[int]procid.Identity
@@ -267,7 +270,10 @@ func TestLaunchIDInUse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cg := openCgroup(host, first.Identity.Cgroup)
+			cg, err := openCgroup(host, first.Identity.Cgroup)
+			if err != nil {
+				t.Fatal(err)
+			}
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			for { // runc takes a moment to start the container

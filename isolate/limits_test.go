@@ -46,6 +46,9 @@ func TestMemoryBalloon(t *testing.T) {
 				if got := cgroupFile(t, p.Identity.Cgroup, "memory", "memory.limit_in_bytes", "memory.max"); got != strconv.Itoa(limit) {
 					t.Errorf("memory limit %s, want %d", got, limit)
 				}
+				if got, want, ok := swapLimit(t, p.Identity.Cgroup); ok && got != want {
+					t.Errorf("swap limit %s, want %s (no swap)", got, want)
+				}
 				if n := oomKills(t, p.Identity.Cgroup); n == 0 {
 					t.Error("no OOM kill in the launch cgroup")
 				}
@@ -66,6 +69,27 @@ func TestMemoryBalloon(t *testing.T) {
 	}
 }
 
+// swapLimit reads the launch cgroup's swap limit and the value meaning no
+// swap (memory+swap equal to memory on v1, swap.max 0 on v2); ok is false
+// where the kernel does not account swap.
+func swapLimit(t testing.TB, path string) (got, want string, ok bool) {
+	t.Helper()
+	host, err := loadCgroupHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, v2 := host.dir("memory", path)
+	name, want := "memory.memsw.limit_in_bytes", readTrim(t, filepath.Join(dir, "memory.limit_in_bytes"))
+	if v2 {
+		name, want = "memory.swap.max", "0"
+	}
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return "", "", false
+	}
+	return strings.TrimSpace(string(data)), want, true
+}
+
 // oomKills counts the OOM kills in the launch cgroup's subtree (for runc
 // the container's own cgroup is below it, with the same limit).
 func oomKills(t testing.TB, path string) int {
@@ -74,13 +98,13 @@ func oomKills(t testing.TB, path string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := host.find("memory")
-	if x.v2 {
+	dir, v2 := host.dir("memory", path)
+	if v2 {
 		// Hierarchical already.
-		return eventCount(t, filepath.Join(x.dir(path), "memory.events"), "oom_kill")
+		return eventCount(t, filepath.Join(dir, "memory.events"), "oom_kill")
 	}
 	n := 0
-	filepath.WalkDir(x.dir(path), func(p string, d os.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			n += eventCount(t, filepath.Join(p, "memory.oom_control"), "oom_kill")
 		}
@@ -129,8 +153,7 @@ func TestForkBomb(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				x := host.find("pids")
-				dir := x.dir(p.Identity.Cgroup)
+				dir, _ := host.dir("pids", p.Identity.Cgroup)
 				// Wait (bounded by ctx) until the kernel refused a fork.
 				for pidsLimitHits(t, dir) == 0 {
 					if err := pause(ctx, 10*time.Millisecond); err != nil {

@@ -1,13 +1,19 @@
 package isolate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // TestRefusals: a request nlx cannot prove safe is refused with its code,
@@ -100,29 +106,33 @@ func TestRefusals(t *testing.T) {
 // TestRequireControllers: a host missing a controller refuses with the
 // controller's code before anything is created.
 func TestRequireControllers(t *testing.T) {
-	mem := &hierarchy{mount: "/x/memory", controllers: []string{"memory"}}
-	pids := &hierarchy{mount: "/x/pids", controllers: []string{"pids"}}
-	cpu := &hierarchy{mount: "/x/cpu", controllers: []string{"cpu", "cpuacct"}}
-	unified := &hierarchy{mount: "/x/unified", v2: true, controllers: []string{"memory", "pids"}}
+	mem, pids, cpu := cgroup1.NewMemory("/x"), cgroup1.NewPids("/x"), cgroup1.NewCpu("/x")
 	cases := []struct {
 		name    string
-		hs      []*hierarchy
+		v1      []cgroup1.Subsystem
+		v2      []string // the unified hierarchy's controllers
 		needCPU bool
 		code    string
 		hint    string
 	}{
-		{"all there", []*hierarchy{mem, pids, cpu}, true, "", ""},
-		{"no memory (a Raspberry Pi kernel)", []*hierarchy{pids, cpu}, false, CodeCgroupMemoryUnavailable, "cgroup_enable=memory cgroup_memory=1"},
-		{"no pids", []*hierarchy{mem, cpu}, false, CodeCgroupPidsUnavailable, "CONFIG_CGROUP_PIDS"},
-		{"no cpu, cpu limited", []*hierarchy{mem, pids}, true, CodeCgroupCPUUnavailable, "cpu"},
-		{"no cpu, no cpu limit", []*hierarchy{mem, pids}, false, "", ""},
-		{"v2 only", []*hierarchy{unified}, false, "", ""},
-		{"hybrid: memory on v2, pids on v1", []*hierarchy{pids, unified}, false, "", ""},
-		{"nothing", nil, false, CodeCgroupMemoryUnavailable, "/boot/firmware/cmdline.txt"},
+		{"all there", []cgroup1.Subsystem{mem, pids, cpu}, nil, true, "", ""},
+		{"no memory (a Raspberry Pi kernel)", []cgroup1.Subsystem{pids, cpu}, nil, false, CodeCgroupMemoryUnavailable, "cgroup_enable=memory cgroup_memory=1"},
+		{"no pids", []cgroup1.Subsystem{mem, cpu}, nil, false, CodeCgroupPidsUnavailable, "CONFIG_CGROUP_PIDS"},
+		{"no cpu, cpu limited", []cgroup1.Subsystem{mem, pids}, nil, true, CodeCgroupCPUUnavailable, "cpu"},
+		{"no cpu, no cpu limit", []cgroup1.Subsystem{mem, pids}, nil, false, "", ""},
+		{"v2 only", nil, []string{"memory", "pids"}, false, "", ""},
+		{"v2 without memory", nil, []string{"cpu", "pids"}, false, CodeCgroupMemoryUnavailable, "/boot/firmware/cmdline.txt"},
+		{"v2 without cpu, cpu limited", nil, []string{"memory", "pids"}, true, CodeCgroupCPUUnavailable, "CONFIG_CFS_BANDWIDTH"},
+		{"hybrid: memory on v2, pids on v1", []cgroup1.Subsystem{pids}, []string{"memory", "pids"}, false, "", ""},
+		{"nothing", nil, nil, false, CodeCgroupMemoryUnavailable, "/boot/firmware/cmdline.txt"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := (&cgroupHost{hierarchies: c.hs}).require(c.needCPU)
+			h := &cgroupHost{v1: c.v1, v2: c.v2}
+			if c.v2 != nil {
+				h.unified = "/x/unified"
+			}
+			err := h.require(c.needCPU)
 			if c.code == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -138,31 +148,58 @@ func TestRequireControllers(t *testing.T) {
 }
 
 func TestFindPrefersV1(t *testing.T) {
-	v1 := &hierarchy{mount: "/sys/fs/cgroup/memory", controllers: []string{"memory"}}
-	v2 := &hierarchy{mount: "/sys/fs/cgroup/unified", v2: true, controllers: []string{"memory", "pids"}}
-	h := &cgroupHost{hierarchies: []*hierarchy{v2, v1}}
-	if got := h.find("memory"); got != v1 {
-		t.Errorf("memory in %s, want the v1 hierarchy", got.mount)
+	h := &cgroupHost{
+		v1:      []cgroup1.Subsystem{cgroup1.NewMemory("/sys/fs/cgroup")},
+		unified: "/sys/fs/cgroup/unified",
+		v2:      []string{"memory", "pids"},
 	}
-	if got := h.find("pids"); got != v2 {
-		t.Errorf("pids in %v, want the unified hierarchy", got)
+	if dir, v2 := h.dir("memory", "/nlx/a"); dir != "/sys/fs/cgroup/memory/nlx/a" || v2 {
+		t.Errorf("memory in %s (v2 %v), want the v1 hierarchy", dir, v2)
 	}
-	if got := h.find("rdma"); got != nil {
-		t.Errorf("rdma in %s", got.mount)
+	if dir, v2 := h.dir("pids", "/nlx/a"); dir != "/sys/fs/cgroup/unified/nlx/a" || !v2 {
+		t.Errorf("pids in %s (v2 %v), want the unified hierarchy", dir, v2)
+	}
+	if h.has("rdma") {
+		t.Error("rdma found on a host without it")
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/sys/fs/cgroup`:     "/sys/fs/cgroup",
-		`/mnt/with\040space`: "/mnt/with space",
-		`/a\134b`:            `/a\b`,
-		`/trailing\04`:       `/trailing\04`,
-		`/not\999octal`:      `/not\999octal`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+// TestLibraryResources: the spec's limits reach cgroup1 and cgroup2 as
+// nlx means them (no swap, memory and pids always enabled on v2, only the
+// controllers the hierarchy holds), and the spec itself, which runc gets,
+// is never changed.
+func TestLibraryResources(t *testing.T) {
+	res := resources(Limits{MemoryBytes: 64 << 20, CPU: 0.5, Pids: 32})
+	before, _ := json.Marshal(res)
+
+	for _, memsw := range []bool{true, false} {
+		got := (&cgroupHost{memsw: memsw}).v1Resources(res)
+		switch {
+		case *got.Memory.Limit != 64<<20:
+			t.Errorf("memsw %v: v1 memory limit %d", memsw, *got.Memory.Limit)
+		case memsw && (got.Memory.Swap == nil || *got.Memory.Swap != 64<<20):
+			t.Errorf("memsw %v: v1 memory+swap %v, want the memory limit (no swap)", memsw, got.Memory.Swap)
+		case !memsw && got.Memory.Swap != nil:
+			t.Errorf("memsw %v: v1 memory+swap %d written where the kernel has no such file", memsw, *got.Memory.Swap)
 		}
+	}
+
+	v2 := v2Resources(res, []string{"memory", "pids", "cpu"})
+	if *v2.Memory.Max != 64<<20 || v2.Pids.Max != 32 || v2.CPU.Max != "50000 100000" {
+		t.Errorf("v2 memory.max %d, pids.max %d, cpu.max %q", *v2.Memory.Max, v2.Pids.Max, v2.CPU.Max)
+	}
+	if got := v2.EnabledControllers(); !reflect.DeepEqual(got, []string{"cpu", "memory", "pids"}) {
+		t.Errorf("v2 controllers %v", got)
+	}
+	if got := v2Resources(&specs.LinuxResources{}, []string{"memory", "pids"}); !reflect.DeepEqual(got.EnabledControllers(), []string{"memory", "pids"}) || len(got.Values()) != 0 {
+		t.Errorf("v2 without limits: controllers %v, values %v; want memory and pids enabled, nothing written", got.EnabledControllers(), got.Values())
+	}
+	if got := v2Resources(res, []string{"pids"}); got.Memory != nil || got.CPU != nil || got.Pids == nil {
+		t.Errorf("hybrid, only pids on v2: %+v", got)
+	}
+
+	if after, _ := json.Marshal(res); !bytes.Equal(before, after) {
+		t.Errorf("the spec's resources changed:\n%s\n%s", before, after)
 	}
 }
 

@@ -7,15 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,20 +43,18 @@ var reexecHooked atomic.Bool
 // startInCgroup starts cmd with its process in cg in every hierarchy cg
 // uses, from its first instruction.
 func startInCgroup(cmd *exec.Cmd, cg *cgroup) error {
-	var v1 []*hierarchy
-	for _, x := range cg.used {
-		if !x.v2 {
-			v1 = append(v1, x)
-			continue
-		}
-		fd, err := unix.Open(x.dir(cg.path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if cg.v2 != nil {
+		// cgroup2 can only move a process that exists; clone3 needs no
+		// more than the directory.
+		dir := cg.v2Dir()
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("cgroup %s: %w", x.dir(cg.path), err)
+			return fmt.Errorf("cgroup %s: %w", dir, err)
 		}
 		defer unix.Close(fd)
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
-	if len(v1) == 0 {
+	if cg.v1 == nil {
 		return cmd.Start()
 	}
 	done := make(chan error, 1)
@@ -66,7 +62,7 @@ func startInCgroup(cmd *exec.Cmd, cg *cgroup) error {
 		// Locked, so that no other goroutine runs on this thread while it
 		// is in the sandbox's cgroups, and the fork happens from it.
 		runtime.LockOSThread()
-		err := startOnThread(cmd, cg.path, v1)
+		err := startOnThread(cmd, cg)
 		if errors.Is(err, errThreadStranded) {
 			// Return without unlocking: the runtime ends the thread.
 			done <- err
@@ -80,59 +76,50 @@ func startInCgroup(cmd *exec.Cmd, cg *cgroup) error {
 
 var errThreadStranded = errors.New("thread could not leave the launch cgroup")
 
-func startOnThread(cmd *exec.Cmd, path string, v1 []*hierarchy) error {
-	tid := strconv.Itoa(unix.Gettid())
-	home, err := threadCgroups(v1)
+// startOnThread moves the calling thread into cg's v1 subsystems
+// (cgroup1's AddTask: v1 membership is per thread), starts cmd, which
+// inherits them, and moves the thread back where it was.
+func startOnThread(cmd *exec.Cmd, cg *cgroup) error {
+	task := cgroup1.Process{Pid: unix.Gettid()}
+	home, err := threadHome(cg)
 	if err != nil {
 		return err
 	}
-	var moved []*hierarchy
 	back := func() error {
-		var errs []error
-		for _, x := range moved {
-			if err := os.WriteFile(filepath.Join(x.dir(home[x.mount]), "tasks"), []byte(tid), 0o644); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
+		if err := home.AddTask(task); err != nil {
 			return fmt.Errorf("%w: %w", errThreadStranded, err)
 		}
 		return nil
 	}
-	for _, x := range v1 {
-		if _, ok := home[x.mount]; !ok {
-			return errors.Join(fmt.Errorf("cgroup: this thread's place in %s is unknown", x.mount), back())
-		}
-		if err := os.WriteFile(filepath.Join(x.dir(path), "tasks"), []byte(tid), 0o644); err != nil {
-			return errors.Join(fmt.Errorf("cgroup: move thread into %s: %w", x.dir(path), err), back())
-		}
-		moved = append(moved, x)
+	if err := cg.v1.AddTask(task); err != nil {
+		// Some subsystems may have taken it: back to all of them.
+		return errors.Join(fmt.Errorf("cgroup: move thread into %s: %w", cg.path, err), back())
 	}
 	err = cmd.Start()
 	return errors.Join(err, back())
 }
 
-// threadCgroups returns the calling thread's cgroup in each of hs, by
-// mount point.
-func threadCgroups(hs []*hierarchy) (map[string]string, error) {
-	data, err := os.ReadFile("/proc/thread-self/cgroup")
+// threadHome is the calling thread's own cgroup in each of cg's v1
+// subsystems.
+func threadHome(cg *cgroup) (cgroup1.Cgroup, error) {
+	paths, _, err := cgroups.ParseCgroupFileUnified("/proc/thread-self/cgroup")
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	out := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 || parts[1] == "" {
-			continue
+	subs := cg.v1.Subsystems()
+	home, err := cgroup1.Load(func(n cgroup1.Name) (string, error) {
+		if p, ok := paths[string(n)]; ok {
+			return p, nil
 		}
-		ctrls := strings.Split(parts[1], ",")
-		for _, x := range hs {
-			if len(x.controllers) > 0 && slices.Contains(ctrls, x.controllers[0]) {
-				out[x.mount] = parts[2]
-			}
-		}
+		return "", fmt.Errorf("cgroup: this thread's place in %s is unknown", n)
+	}, cgroup1.WithHierarchy(hierarchy(subs)))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: this thread's own cgroups: %w", err)
 	}
-	return out, nil
+	if len(home.Subsystems()) != len(subs) {
+		return nil, fmt.Errorf("cgroup: this thread's own cgroups are not in every subsystem of %s", cg.path)
+	}
+	return home, nil
 }
 
 // cloneIntoCgroupUnsupported reports whether a direct start failed because
@@ -188,7 +175,7 @@ func startBackend(cg *cgroup, backend Backend, bin string, args []string, opts O
 	place := backend == Bwrap
 	if !forceReexec {
 		st, err := startDirect(cg, place, backend, bin, args, opts)
-		if err == nil || !place || !cloneIntoCgroupUnsupported(err) || !slices.ContainsFunc(cg.used, func(x *hierarchy) bool { return x.v2 }) {
+		if err == nil || !place || !cloneIntoCgroupUnsupported(err) || cg.v2 == nil {
 			return st, err
 		}
 	}

@@ -92,7 +92,9 @@ func stopTree(ctx context.Context, rec Identity, grace time.Duration, r *Receipt
 		if err != nil {
 			return err
 		}
-		cg = openCgroup(host, rec.Cgroup)
+		if cg, err = openCgroup(host, rec.Cgroup); err != nil {
+			return err
+		}
 	}
 	leader, err := openLeader(rec)
 	if err != nil {

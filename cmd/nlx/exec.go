@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile/state"
@@ -26,6 +28,7 @@ type execOptions struct {
 	backend    string
 	grace      time.Duration
 	launchID   string
+	inImage    bool
 }
 
 func newExecCmd(a *app) *cobra.Command {
@@ -55,6 +58,7 @@ $NLX_CREDENTIAL_ROOT (default: credentials/ beside the state).`,
 	cmd.Flags().StringVar(&opts.backend, "backend", "", "bwrap or runc (default: bwrap where it works, else runc)")
 	cmd.Flags().DurationVar(&opts.grace, "grace", 5*time.Second, "how long the tree may take to end after SIGTERM")
 	cmd.Flags().StringVar(&opts.launchID, "launch-id", "", "name the launch (default: a random id), for nlx stop")
+	cmd.Flags().BoolVar(&opts.inImage, "in-image", false, "run in the workspace's native image (unpacked for this host's platform) instead of a read-only view of the host")
 	_ = cmd.MarkFlagRequired("workspace")
 	_ = cmd.MarkFlagRequired("connection")
 	return cmd
@@ -92,6 +96,11 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 	}
 	req.Command = command
 	req.HostEnv = os.Environ()
+	if opts.inImage {
+		if req.RootFS, err = imageRootFS(ctx, a, cfg, opts.workspace); err != nil {
+			return err
+		}
+	}
 	return a.withState(ctx, func(db *state.DB) error {
 		rec := &processRecorder{db: db}
 		p, err := isolate.Launch(ctx, *req, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
@@ -221,4 +230,43 @@ func (r *processRecorder) Receipt(ctx context.Context, launchID string, rc isola
 		}
 	}
 	return err
+}
+
+// imageRootFS unpacks the workspace's image, as the last plan pinned it in
+// the store, for this host's platform, once per digest.
+func imageRootFS(ctx context.Context, a *app, cfg *schema.Config, workspace string) (string, error) {
+	w := cfg.Workspaces[workspace]
+	if w.Image == "" {
+		return "", &isolate.Refusal{Code: isolate.CodeInvalidRequest, Msg: fmt.Sprintf("workspace %s has no image", workspace)}
+	}
+	store, err := a.imageStore()
+	if err != nil {
+		return "", err
+	}
+	d, err := store.Named(w.Image)
+	if err != nil {
+		return "", err
+	}
+	p, err := images.ParsePlatform("linux/" + runtime.GOARCH)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(store.Dir, "rootfs", d.Hex, strings.ReplaceAll(p.String(), "/", "-"))
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	idx, err := store.Index(d)
+	if err != nil {
+		return "", err
+	}
+	img, err := images.PlatformImage(idx, p)
+	if err != nil {
+		return "", err
+	}
+	tmp := dir + ".tmp"
+	os.RemoveAll(tmp)
+	if err := images.Unpack(ctx, img, tmp); err != nil {
+		return "", err
+	}
+	return dir, os.Rename(tmp, dir)
 }
