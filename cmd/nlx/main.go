@@ -17,8 +17,9 @@ import (
 )
 
 func main() {
-	// A launch re-executes nlx to join its cgroup before the sandbox
-	// starts; in that child this never returns.
+	// On kernels that cannot create a process inside a cgroup, a launch
+	// re-executes nlx to join its cgroup before the sandbox starts; in
+	// that child this never returns.
 	isolate.Reexec()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], &IO{
