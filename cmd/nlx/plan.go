@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -121,6 +122,11 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 		done <- snapshot{snap, err}
 	}()
 	cfg, err := schema.Load(ctx, dir)
+	if cfg != nil && len(cfg.Inputs.Files) > 0 && totalSize(cfg.Inputs.Files) > 1<<20 {
+		// CUE's evaluation of a large config is garbage now; collect it
+		// before the plan allocates, so the two do not add up in RSS.
+		runtime.GC()
+	}
 	st := <-done
 	if err != nil {
 		return nil, err
@@ -133,6 +139,14 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 		return nil, err
 	}
 	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins})
+}
+
+func totalSize(files []schema.InputFile) int64 {
+	var n int64
+	for _, f := range files {
+		n += f.Size
+	}
+	return n
 }
 
 // resolveImages pins every image a workspace uses: built ones are built
