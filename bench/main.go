@@ -231,6 +231,7 @@ var peers = []struct{ bench, peer, what string }{
 	{"BenchmarkLoad/fast", "BenchmarkLoad/cue", "config load: fast path vs full CUE unification"},
 	{"BenchmarkEncode/canonical", "BenchmarkEncode/encoding-json", "plan encoding: canonical encoder vs encoding/json"},
 	{"BenchmarkLeaves/scan", "BenchmarkLeaves/decode", "field diff leaves: JSON scan vs decoding"},
+	{"BenchmarkRead/read", "BenchmarkRead/encoding-json", "plan reading: verified read vs plain json.Unmarshal"},
 }
 
 // goBenchmarks runs the benchmarks next to the code and prints each one's

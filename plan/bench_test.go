@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -47,6 +48,35 @@ func BenchmarkEncode(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := JSON(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRead is reading a plan file (strict decoding, hash check,
+// canonical-form check) against its peer, a plain json.Unmarshal of the
+// same bytes that checks nothing.
+func BenchmarkRead(b *testing.B) {
+	p := benchPlan(10000)
+	data, err := Encode(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Read(bytes.NewReader(data)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var q Plan
+			if err := json.Unmarshal(data, &q); err != nil {
 				b.Fatal(err)
 			}
 		}

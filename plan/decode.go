@@ -60,8 +60,7 @@ func decodePlan(data []byte) (*Plan, error) {
 	if dec.More() {
 		return nil, errors.New("data after the plan")
 	}
-	p := &Plan{FormatVersion: e.FormatVersion, NlxVersion: e.NlxVersion, Actor: e.Actor, State: e.State,
-		Inputs: e.Inputs, Unknowns: e.Unknowns, Summary: e.Summary, PlanHash: e.PlanHash}
+	p := e.plan()
 	if len(e.Changes) == 0 || string(e.Changes) == "null" {
 		return p, nil
 	}
@@ -69,18 +68,34 @@ func decodePlan(data []byte) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("changes: %w", err)
 	}
-	p.Changes = make([]Change, len(elems))
+	p.Changes, err = decodeChanges(elems, func(data []byte, c *Change) error {
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.DisallowUnknownFields()
+		return d.Decode(c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (e *envelope) plan() *Plan {
+	return &Plan{FormatVersion: e.FormatVersion, NlxVersion: e.NlxVersion, Actor: e.Actor, State: e.State,
+		Inputs: e.Inputs, Unknowns: e.Unknowns, Summary: e.Summary, PlanHash: e.PlanHash}
+}
+
+// decodeChanges decodes the elements of the changes array in parallel.
+func decodeChanges(elems [][]byte, decode func([]byte, *Change) error) ([]Change, error) {
+	changes := make([]Change, len(elems))
 	errs := make([]error, len(elems))
-	workers := min(runtime.GOMAXPROCS(0), (len(elems)+127)/128)
+	workers := max(min(runtime.GOMAXPROCS(0), (len(elems)+127)/128), 1)
 	var wg sync.WaitGroup
-	for w := 0; w < max(workers, 1); w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < len(elems); i += max(workers, 1) {
-				d := json.NewDecoder(bytes.NewReader(elems[i]))
-				d.DisallowUnknownFields()
-				if err := d.Decode(&p.Changes[i]); err != nil {
+			for i := w; i < len(elems); i += workers {
+				if err := decode(elems[i], &changes[i]); err != nil {
 					errs[i] = fmt.Errorf("change %d: %w", i, err)
 				}
 			}
@@ -90,33 +105,87 @@ func decodePlan(data []byte) (*Plan, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return changes, nil
 }
 
-// splitArray returns the elements of a compact, valid JSON array (the
-// decoder has validated it) as sub-slices.
-func splitArray(raw []byte) ([][]byte, error) {
-	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
-		return nil, errors.New("not an array")
+// decodeCanonical decodes a plan file exactly as nlx writes it, without
+// the strict decoder's copies and without scanning the changes twice, and
+// returns nil for any other file (which the strict path then explains).
+// Leniency while decoding is safe: the result is returned only if its
+// hash holds and its canonical encoding is byte for byte the file, which no
+// file with unknown, repeated, reordered or recased keys can be.
+func decodeCanonical(data []byte) *Plan {
+	const prefix, key = `{"format_version":` + "%d,", `,"changes":[`
+	if !bytes.HasPrefix(data, fmt.Appendf(nil, prefix, FormatVersion)) {
+		return nil
 	}
+	// Inside a JSON string a quote is escaped, so the first `,"changes":[`
+	// is a key; the canonical check below refuses it if it is not the
+	// top-level one.
+	at := bytes.Index(data, []byte(key))
+	if at < 0 {
+		return nil
+	}
+	first := at + len(key) - 1
+	elems, end := splitValues(data[first:])
+	if end < 0 {
+		return nil
+	}
+	last := first + end
+	envData := make([]byte, 0, at+len(data)-last+16)
+	envData = append(append(append(envData, data[:at]...), `,"changes":null`...), data[last+1:]...)
+	var e envelope
+	if json.Unmarshal(envData, &e) != nil {
+		return nil
+	}
+	p := e.plan()
+	var err error
+	if p.Changes, err = decodeChanges(elems, func(data []byte, c *Change) error { return json.Unmarshal(data, c) }); err != nil {
+		return nil
+	}
+	if hashOK, formOK, err := canonicalMatch(data, p); err != nil || !hashOK || !formOK {
+		return nil
+	}
+	return p
+}
+
+// splitValues splits the compact JSON array at the start of raw into its
+// elements and returns them with the index of the array's closing
+// bracket, or -1 if raw holds no whole array. It does not validate: the
+// elements' decoding does.
+func splitValues(raw []byte) ([][]byte, int) {
 	var out [][]byte
-	depth, start := 0, 1
-	outsideStrings(raw[1:len(raw)-1], func(i int, c byte) bool {
+	depth, start, end := 0, 1, -1
+	outsideStrings(raw, func(i int, c byte) bool {
 		switch c {
 		case '{', '[':
 			depth++
 		case '}', ']':
 			depth--
-		case ',':
 			if depth == 0 {
-				out = append(out, raw[start:i+1])
-				start = i + 2
+				end = i
+				return false
+			}
+		case ',':
+			if depth == 1 {
+				out = append(out, raw[start:i])
+				start = i + 1
 			}
 		}
 		return true
 	})
-	if start < len(raw)-1 {
-		out = append(out, raw[start:len(raw)-1])
+	if end > start {
+		out = append(out, raw[start:end])
 	}
-	return out, nil
+	return out, end
+}
+
+// splitArray returns the elements of a compact, valid JSON array (the
+// decoder has validated it) as sub-slices.
+func splitArray(raw []byte) ([][]byte, error) {
+	elems, end := splitValues(raw)
+	if len(raw) < 2 || raw[0] != '[' || end != len(raw)-1 {
+		return nil, errors.New("not an array")
+	}
+	return elems, nil
 }

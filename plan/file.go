@@ -96,12 +96,11 @@ func WriteFile(path string, p *Plan) error {
 
 // ReadFile reads and verifies the plan file at path.
 func ReadFile(path string) (*Plan, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
-	defer f.Close()
-	return Read(f)
+	return readBytes(data)
 }
 
 // Read decodes a plan file and verifies its version, its shape and its hash.
@@ -113,16 +112,34 @@ func Read(r io.Reader) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
+	return readBytes(data)
+}
+
+func readBytes(data []byte) (*Plan, error) {
 	data = bytes.TrimSuffix(data, []byte("\n"))
-	var compact bytes.Buffer
-	if isCompact(data) {
-		// As nlx writes it: no need to copy 10 MB to find that out. The
-		// decoder below still validates every byte.
-		compact.Write(data)
-	} else if err := json.Compact(&compact, data); err != nil {
-		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
+	// A file as nlx writes it decodes on the fast path, which proves its
+	// decoding by re-encoding it to exactly its bytes; anything else takes
+	// the strict path below, which says what is wrong with it.
+	if p := decodeCanonical(data); p != nil {
+		if err := p.validate(); err != nil {
+			return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+		}
+		return p, nil
 	}
-	version, ok, err := formatVersion(compact.Bytes())
+	return readStrict(data)
+}
+
+// readStrict decodes and verifies a plan file strictly, naming the first
+// thing wrong with it.
+func readStrict(data []byte) (*Plan, error) {
+	if !isCompact(data) {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, data); err != nil {
+			return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
+		}
+		data = compact.Bytes()
+	}
+	version, ok, err := formatVersion(data)
 	switch {
 	case err != nil:
 		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
@@ -131,31 +148,41 @@ func Read(r io.Reader) (*Plan, error) {
 	case version != FormatVersion:
 		return nil, Refusef(CodeUnknownFormat, "plan format_version %d is not supported (this nlx reads %d)", version, FormatVersion)
 	}
-	pp, err := decodePlan(compact.Bytes())
+	p, err := decodePlan(data)
 	if err != nil {
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
 	}
-	p := *pp
-	c := p
-	c.PlanHash = ""
-	canon, err := canonical(&c)
-	if err != nil {
+	hashOK, formOK, err := canonicalMatch(data, p)
+	switch {
+	case err != nil:
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
-	}
-	sum := sha256.Sum256(canon)
-	if want := "sha256:" + hex.EncodeToString(sum[:]); p.PlanHash != want {
+	case !hashOK:
 		return nil, Refusef(CodePlanHashMismatch, "plan file content does not match its plan_hash %s; it was changed after nlx wrote it", p.PlanHash)
-	}
-	// The hash holds; now the bytes must be exactly the canonical ones.
-	const tail = `"plan_hash":""}`
-	expect := append(canon[:len(canon)-len(tail):len(canon)-len(tail)], `"plan_hash":"`+p.PlanHash+`"}`...)
-	if !bytes.Equal(compact.Bytes(), expect) {
+	case !formOK:
 		return nil, Refusef(CodeInvalidPlan, "plan file is not in canonical form (repeated, reordered or extra keys); nlx does not write such files")
 	}
 	if err := p.validate(); err != nil {
 		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
 	}
-	return &p, nil
+	return p, nil
+}
+
+// canonicalMatch reports whether p's plan_hash is the hash of p's
+// canonical encoding and whether data, compact, is exactly that encoding.
+func canonicalMatch(data []byte, p *Plan) (hashOK, formOK bool, err error) {
+	c := *p
+	c.PlanHash = ""
+	canon, err := canonical(&c)
+	if err != nil {
+		return false, false, err
+	}
+	sum := sha256.Sum256(canon)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); p.PlanHash != want {
+		return false, false, nil
+	}
+	const tail = `"plan_hash":""}`
+	expect := append(canon[:len(canon)-len(tail):len(canon)-len(tail)], `"plan_hash":"`+p.PlanHash+`"}`...)
+	return true, bytes.Equal(data, expect), nil
 }
 
 // validate checks what a well-formed plan must hold, so that a hand-made

@@ -356,6 +356,9 @@ func TestReadRefusesTamperedPlan(t *testing.T) {
 			if code := refusalCode(t, err); code != tt.want {
 				t.Errorf("Read of the tampered plan: code %q (%v), want %q\nfile: %s", code, err, tt.want, in)
 			}
+			if tt.want != "" && decodeCanonical(bytes.TrimSuffix(in, []byte("\n"))) != nil {
+				t.Errorf("the fast path accepted the tampered plan")
+			}
 			if err == nil && got.PlanHash != p.PlanHash {
 				t.Errorf("accepted plan has hash %s, want %s", got.PlanHash, p.PlanHash)
 			}
@@ -593,6 +596,10 @@ func FuzzRead(f *testing.F) {
 	f.Add(encode(f, stringsPlan("\x00<\u2028\"\\é")))
 	f.Add([]byte(`{"format_version":2,"changes":[{"before":{ "a" : [ 1 , 2 ] }}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// What the fast path accepts, the strict path accepts as the same plan.
+		if fast := decodeCanonical(bytes.TrimSuffix(data, []byte("\n"))); fast != nil {
+			sameAsStrict(t, fast, bytes.TrimSuffix(data, []byte("\n")))
+		}
 		p, err := Read(bytes.NewReader(data))
 		if err != nil {
 			// Reading from memory cannot fail, so every error is a refusal.
@@ -622,4 +629,44 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("re-read plan hash %s, want %s", q.PlanHash, hash)
 		}
 	})
+}
+
+// TestReadFastPath proves that files as nlx writes them take the fast path
+// and that it decodes them exactly as the strict path does.
+func TestReadFastPath(t *testing.T) {
+	for name, p := range map[string]*Plan{
+		"representative": representativePlan(t),
+		"empty":          emptyPlan(t),
+		"odd strings":    stringsPlan("\x00<\u2028\"\\é,\"changes\":["),
+		"fleet":          benchPlan(300),
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := bytes.TrimSuffix(encode(t, p), []byte("\n"))
+			fast := decodeCanonical(data)
+			if fast == nil {
+				t.Fatal("a file as nlx writes it did not take the fast path")
+			}
+			sameAsStrict(t, fast, data)
+		})
+	}
+}
+
+// sameAsStrict fails t unless the strict path reads data as fast (which
+// the fast path decoded from data): the same plan, or the same refusal of
+// its contents.
+func sameAsStrict(t *testing.T, fast *Plan, data []byte) {
+	t.Helper()
+	strict, err := readStrict(data)
+	if verr := fast.validate(); verr != nil {
+		if err == nil || !strings.HasSuffix(err.Error(), verr.Error()) {
+			t.Fatalf("the fast path's plan is invalid (%v), the strict path says %v", verr, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("the fast path accepted what the strict path refuses: %v", err)
+	}
+	if !reflect.DeepEqual(fast, strict) {
+		t.Fatalf("fast and strict decoding differ:\n%+v\n%+v", fast, strict)
+	}
 }
