@@ -1,12 +1,14 @@
 package isolate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +215,99 @@ func TestRecordFailureStartsNothing(t *testing.T) {
 				t.Errorf("bundle left behind: %v", err)
 			}
 		})
+	}
+}
+
+// TestProviderWaitsForRecord: with either backend nothing of the provider
+// runs while its identity is being recorded: the command's marker must not
+// appear during a slow Record, and appears once Record returns. A slow
+// Record that then fails leaves nothing: no marker, no cgroup, no bundle,
+// no gate process.
+func TestProviderWaitsForRecord(t *testing.T) {
+	f := newFixture(t)
+	for _, b := range backends {
+		for _, fail := range []bool{false, true} {
+			name := string(b)
+			if fail {
+				name += "/record-fails"
+			}
+			t.Run(name, func(t *testing.T) {
+				needBackend(t, b)
+				marker := fmt.Sprintf("ran-%s-%t", b, fail)
+				host := filepath.Join(f.ws, marker)
+				os.Remove(host)
+				id := "gated-" + newID()
+				rec := &fakeRecorder{RecordFunc: func(context.Context, Identity) error {
+					// Unstarted, runc and bwrap run the command within tens
+					// of milliseconds; a second is ample to see it happen.
+					for range 100 {
+						if _, err := os.Stat(host); err == nil {
+							t.Errorf("the command ran before its identity was recorded")
+							break
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					if fail {
+						return errors.New("disk full")
+					}
+					return nil
+				}}
+				p, err := Launch(context.Background(), f.request(b, WorkspaceWrite, "touch", WorkspacePath+"/"+marker), Options{Recorder: rec, LaunchID: id})
+				if fail {
+					if err == nil || !strings.Contains(err.Error(), "disk full") {
+						t.Fatalf("launch: %v, want the record error", err)
+					}
+					if _, err := os.Stat(host); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("the command ran although its identity was never recorded (%v)", err)
+					}
+					assertCgroupGone(t, DefaultCgroupParent+"/"+id)
+					if _, err := os.Stat(DefaultStateDir + "/bundles/" + id); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("bundle left behind: %v", err)
+					}
+					assertNoGateProcess(t, id)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := p.Wait(context.Background())
+				if err != nil || st.ExitCode() != 0 {
+					t.Fatalf("wait: %v %v", st, err)
+				}
+				if _, err := os.Stat(host); err != nil {
+					t.Errorf("the command did not run once recorded: %v", err)
+				}
+				if _, err := Stop(context.Background(), p.Identity, time.Second, rec); err != nil {
+					t.Fatal(err)
+				}
+				assertNoGateProcess(t, id)
+			})
+		}
+	}
+}
+
+// assertNoGateProcess fails if any process still names launch id's gate,
+// waiting briefly for one that is exiting.
+func assertNoGateProcess(t *testing.T, id string) {
+	t.Helper()
+	needle := []byte("/bundles/" + id + "/")
+	for try := 0; ; try++ {
+		var left []string
+		dirs, _ := os.ReadDir("/proc")
+		for _, d := range dirs {
+			cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+			if err == nil && bytes.Contains(cmdline, needle) {
+				left = append(left, d.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if try == 50 {
+			t.Errorf("processes of launch %s left: %v", id, left)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

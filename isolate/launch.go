@@ -42,10 +42,10 @@ type Identity struct {
 }
 
 // Recorder keeps identities and stop receipts in the state. Record must
-// be durable before it returns. With bwrap (and with the reexec start) the
-// provider runs only after it; runc, started directly, has no gate and may
-// be setting up the container meanwhile. Either way Launch returns only
-// after Record, and kills the tree if Record fails.
+// be durable before it returns. With either backend the provider runs only
+// after it: bwrap waits on --block-fd, runc on a createRuntime hook (see
+// addGate). Launch returns only after Record, and kills the tree if Record
+// fails.
 type Recorder interface {
 	Record(ctx context.Context, id Identity) error
 	// Receipt records how the launch ended and releases its identity.
@@ -75,7 +75,7 @@ var launchIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 type Process struct {
 	Identity Identity
 	// Spec is the spec the backend ran: Compile's, plus the cgroup path
-	// for runc.
+	// and the start gate's hook for runc.
 	Spec *specs.Spec
 
 	done  chan struct{}
@@ -98,8 +98,7 @@ func (p *Process) Wait(ctx context.Context) (*os.ProcessState, error) {
 // Launch compiles req, creates the launch cgroup, starts the backend so
 // that every process of the sandbox is in the cgroup before it executes
 // anything of the provider, and has opts.Recorder record the identity
-// before it returns (with bwrap, before the provider runs at all; see
-// Recorder for runc). A refusal or a failure leaves nothing running and no
+// before it returns, and before the provider runs at all. A refusal or a failure leaves nothing running and no
 // cgroup behind. ctx bounds the launch only, not the process: Stop ends it.
 //
 // Launch marks the calling process's descriptors above 2 close-on-exec:
@@ -163,6 +162,13 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		}
 	}()
 
+	// runc's start gate (see addGate), held open until runc exits.
+	var gate *os.File
+	defer func() {
+		if err != nil && gate != nil {
+			gate.Close()
+		}
+	}()
 	var args []string
 	switch backend {
 	case Bwrap:
@@ -173,7 +179,11 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		spec.Linux.CgroupsPath = cg.path + "/" + containerLeaf
 		ident.Bundle = filepath.Join(stateDir, "bundles", id)
 		ident.RuncRoot = filepath.Join(stateDir, "runc")
+		addGate(spec, ident.Bundle)
 		if err := writeBundle(ident.Bundle, spec); err != nil {
+			return nil, err
+		}
+		if gate, err = openGate(ident.Bundle); err != nil {
 			return nil, err
 		}
 		args = runcRunArgs(ident.RuncRoot, ident.Bundle, id)
@@ -213,10 +223,19 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		err = fmt.Errorf("launch %s: %w", id, err)
 		return nil, stopFailed(ctx, ident, opts.Recorder, abort(err))
 	}
+	if gate != nil {
+		if err := releaseGate(gate); err != nil {
+			err = fmt.Errorf("launch %s: %w", id, err)
+			return nil, stopFailed(ctx, ident, opts.Recorder, abort(err))
+		}
+	}
 
 	p := &Process{Identity: ident, Spec: spec, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
+		if gate != nil {
+			gate.Close()
+		}
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			err = nil
