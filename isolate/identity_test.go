@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
+	"golang.org/x/sys/unix"
 )
 
 // TestStopKillsDetachedDaemon: a daemon that double-forks into its own
@@ -238,9 +239,9 @@ func TestProviderWaitsForRecord(t *testing.T) {
 				os.Remove(host)
 				id := "gated-" + newID()
 				rec := &fakeRecorder{RecordFunc: func(context.Context, Identity) error {
-					// Unstarted, runc and bwrap run the command within tens
-					// of milliseconds; a second is ample to see it happen.
-					for range 100 {
+					// Ungated, runc and bwrap run the command within tens of
+					// milliseconds; half a second is ample to see it happen.
+					for range 50 {
 						if _, err := os.Stat(host); err == nil {
 							t.Errorf("the command ran before its identity was recorded")
 							break
@@ -286,20 +287,78 @@ func TestProviderWaitsForRecord(t *testing.T) {
 	}
 }
 
+// TestRuncDiesAtTheGate: nlx dying while runc holds the container at the
+// start gate kills runc (Pdeathsig); the container's first process, its
+// parent gone, exits without running anything. Simulated by killing runc
+// from Record while the gate's hook waits.
+func TestRuncDiesAtTheGate(t *testing.T) {
+	needBackend(t, Runc)
+	f := newFixture(t)
+	marker := filepath.Join(f.ws, "ran-after-runc-died")
+	id := "gate-dies-" + newID()
+	rec := &fakeRecorder{RecordFunc: func(_ context.Context, ident Identity) error {
+		eventually(t, "the gate's hook to start", func() bool { return gateProcesses(id) != nil })
+		if err := unix.Kill(ident.PID, unix.SIGKILL); err != nil {
+			t.Fatalf("kill runc: %v", err)
+		}
+		host, err := loadCgroupHost()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cg, err := openCgroup(host, ident.Cgroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the container's processes to exit by themselves", func() bool {
+			empty, err := cg.empty()
+			return err == nil && empty
+		})
+		return errors.New("nlx died")
+	}}
+	_, err := Launch(context.Background(), f.request(Runc, WorkspaceWrite, "touch", WorkspacePath+"/ran-after-runc-died"), Options{Recorder: rec, LaunchID: id})
+	if err == nil || !strings.Contains(err.Error(), "nlx died") {
+		t.Fatalf("launch: %v, want the record error", err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the command ran (%v)", err)
+	}
+	assertNoGateProcess(t, id)
+	assertCgroupGone(t, DefaultCgroupParent+"/"+id)
+}
+
+// eventually polls cond for up to 5 s and fails the test if it never holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 500 {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// gateProcesses lists the processes whose command line names launch id's
+// start gate.
+func gateProcesses(id string) []string {
+	needle := []byte("/bundles/" + id + "/")
+	var found []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err == nil && bytes.Contains(cmdline, needle) {
+			found = append(found, d.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return found
+}
+
 // assertNoGateProcess fails if any process still names launch id's gate,
 // waiting briefly for one that is exiting.
 func assertNoGateProcess(t *testing.T, id string) {
 	t.Helper()
-	needle := []byte("/bundles/" + id + "/")
 	for try := 0; ; try++ {
-		var left []string
-		dirs, _ := os.ReadDir("/proc")
-		for _, d := range dirs {
-			cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-			if err == nil && bytes.Contains(cmdline, needle) {
-				left = append(left, d.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
-			}
-		}
+		left := gateProcesses(id)
 		if len(left) == 0 {
 			return
 		}
