@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +44,9 @@ only C's credential home, only the workspace's skills, a private /tmp, new
 namespaces (and no network when egress is none), and the workspace's cgroup
 limits. The process is recorded in the state before it runs and, once it
 exits, its whole tree is stopped and a stop receipt written. The exit code is
-CMD's.
+CMD's. SIGINT (Ctrl-C) or SIGTERM to nlx exec stops the launch as nlx stop
+does (SIGTERM to the tree, --grace, then SIGKILL), writes the receipt and
+exits 130 or 143.
 
 The workspace directory is $NLX_WORKSPACE_ROOT/W (default: workspaces/ beside
 the state; nlx apply creates it); credential homes live under
@@ -101,6 +105,12 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 			return err
 		}
 	}
+	// SIGINT or SIGTERM to nlx exec stops the launch as nlx stop would.
+	// The sandbox is in its own process group and session, so a terminal's
+	// Ctrl-C reaches nlx only.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	return a.withState(ctx, func(db *state.DB) error {
 		rec := &processRecorder{db: db}
 		p, err := isolate.Launch(ctx, *req, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
@@ -108,13 +118,41 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 		if err != nil {
 			return err
 		}
-		ps, waitErr := p.Wait(context.WithoutCancel(ctx))
-		// The provider has exited, but what it started may not have: stop
-		// the tree and write the receipt, unless nlx stop already did.
-		if row, err := db.Process(ctx, p.Identity.LaunchID); err != nil || row.Status == "running" {
-			if _, err := isolate.Stop(context.WithoutCancel(ctx), p.Identity, opts.grace, rec); err != nil {
+		bg := context.WithoutCancel(ctx)
+		var ps *os.ProcessState
+		var waitErr error
+		exited := make(chan struct{})
+		go func() {
+			ps, waitErr = p.Wait(bg)
+			close(exited)
+		}()
+		var interrupted os.Signal
+		select {
+		case <-exited:
+		case interrupted = <-sigs:
+		case <-ctx.Done():
+			// main's signal context, which may have seen the signal just
+			// before sigs did; else whoever called Main cancelled.
+			select {
+			case interrupted = <-sigs:
+			case <-time.After(100 * time.Millisecond):
+				interrupted = syscall.SIGTERM
+			}
+		}
+		if interrupted != nil {
+			fmt.Fprintf(a.io.Err, "nlx: %v: stopping launch %s\n", interrupted, p.Identity.LaunchID)
+		}
+		// The provider has exited (or is to be stopped), but what it
+		// started may not have: stop the tree and write the receipt,
+		// unless nlx stop already did.
+		if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == "running" {
+			if _, err := isolate.Stop(bg, p.Identity, opts.grace, rec); err != nil {
 				return fmt.Errorf("stop launch %s: %w", p.Identity.LaunchID, err)
 			}
+		}
+		<-exited
+		if s, ok := interrupted.(syscall.Signal); ok {
+			return exitStatus(128 + int(s))
 		}
 		if waitErr != nil {
 			return waitErr
