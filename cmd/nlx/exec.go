@@ -44,9 +44,9 @@ only C's credential home, only the workspace's skills, a private /tmp, new
 namespaces (and no network when egress is none), and the workspace's cgroup
 limits. The process is recorded in the state before it runs and, once it
 exits, its whole tree is stopped and a stop receipt written. The exit code is
-CMD's. SIGINT (Ctrl-C) or SIGTERM to nlx exec stops the launch as nlx stop
-does (SIGTERM to the tree, --grace, then SIGKILL), writes the receipt and
-exits 130 or 143.
+CMD's. SIGINT (Ctrl-C), SIGTERM or SIGHUP to nlx exec stops the launch as
+nlx stop does (SIGTERM to the tree, --grace, then SIGKILL), writes the
+receipt and exits 128 + the signal's number (130 for Ctrl-C).
 
 The workspace directory is $NLX_WORKSPACE_ROOT/W (default: workspaces/ beside
 the state; nlx apply creates it); credential homes live under
@@ -105,11 +105,12 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 			return err
 		}
 	}
-	// SIGINT or SIGTERM to nlx exec stops the launch as nlx stop would.
-	// The sandbox is in its own process group and session, so a terminal's
-	// Ctrl-C reaches nlx only.
+	// SIGINT, SIGTERM or SIGHUP to nlx exec stops the launch as nlx stop
+	// would. The sandbox is in its own process group and session, so a
+	// terminal's Ctrl-C, or its hangup, reaches nlx only; dying of SIGHUP
+	// would leave a runc container running, recorded but unattended.
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	return a.withState(ctx, func(db *state.DB) error {
 		rec := &processRecorder{db: db}
