@@ -451,3 +451,36 @@ func TestLaunchIDInUse(t *testing.T) {
 		})
 	}
 }
+
+// TestRuncLaunchOverDeadBundle: an nlx that died mid-launch leaves its
+// bundle, start gate FIFO included; a later launch of the same id (its
+// cgroup long gone) must not trip over it.
+func TestRuncLaunchOverDeadBundle(t *testing.T) {
+	needBackend(t, Runc)
+	f := newFixture(t)
+	id := "dead-bundle-" + newID()
+	dead := filepath.Join(DefaultStateDir, "bundles", id)
+	if err := os.MkdirAll(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dead, gateFIFO), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dead, "config.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec := &fakeRecorder{}
+	p, err := Launch(context.Background(), f.request(Runc, ReadOnly, "true"), Options{Recorder: rec, LaunchID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(context.Background()); err != nil || st.ExitCode() != 0 {
+		t.Fatalf("wait: %v %v", st, err)
+	}
+	if _, err := Stop(context.Background(), p.Identity, time.Second, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("bundle left after Stop: %v", err)
+	}
+}

@@ -180,6 +180,12 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		ident.Bundle = filepath.Join(stateDir, "bundles", id)
 		ident.RuncRoot = filepath.Join(stateDir, "runc")
 		addGate(spec, ident.Bundle)
+		// A bundle of this id can only be left by an nlx that died (its
+		// launch cgroup, just created exclusively, did not exist): its
+		// FIFO would refuse this launch's gate.
+		if err := os.RemoveAll(ident.Bundle); err != nil {
+			return nil, fmt.Errorf("launch %s: remove a dead launch's bundle: %w", id, err)
+		}
 		if err := writeBundle(ident.Bundle, spec); err != nil {
 			return nil, err
 		}
