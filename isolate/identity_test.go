@@ -484,3 +484,29 @@ func TestRuncLaunchOverDeadBundle(t *testing.T) {
 		t.Errorf("bundle left after Stop: %v", err)
 	}
 }
+
+// TestCancelDuringRecord: a cancellation (nlx exec's Ctrl-C) arriving while
+// the identity is written does not interrupt the write, which could commit
+// anyway and leave a record of a launch that was then killed unreleased:
+// the launch completes and its caller stops it.
+func TestCancelDuringRecord(t *testing.T) {
+	needBackend(t, Bwrap)
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := &fakeRecorder{RecordFunc: func(rctx context.Context, _ Identity) error {
+		cancel()
+		return rctx.Err()
+	}}
+	p, err := Launch(ctx, f.request(Bwrap, ReadOnly, "true"), Options{Recorder: rec})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	if _, err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Stop(context.Background(), p.Identity, time.Second, rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.released(t, p.Identity.LaunchID)
+}

@@ -222,17 +222,21 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 	if err := ctx.Err(); err != nil {
 		return nil, abort(fmt.Errorf("launch %s: %w", id, err))
 	}
-	if err := opts.Recorder.Record(ctx, ident); err != nil {
+	// From here on a cancellation neither interrupts the record, a write
+	// that may commit anyway, nor the stop that releases it: the launch is
+	// recorded and running, or stopped with a receipt.
+	bg := context.WithoutCancel(ctx)
+	if err := opts.Recorder.Record(bg, ident); err != nil {
 		return nil, abort(fmt.Errorf("launch %s: record identity: %w", id, err))
 	}
 	if err := st.release(); err != nil {
 		err = fmt.Errorf("launch %s: %w", id, err)
-		return nil, stopFailed(ctx, ident, opts.Recorder, abort(err))
+		return nil, stopFailed(bg, ident, opts.Recorder, abort(err))
 	}
 	if gate != nil {
 		if err := releaseGate(gate); err != nil {
 			err = fmt.Errorf("launch %s: %w", id, err)
-			return nil, stopFailed(ctx, ident, opts.Recorder, abort(err))
+			return nil, stopFailed(bg, ident, opts.Recorder, abort(err))
 		}
 	}
 
