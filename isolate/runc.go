@@ -56,9 +56,11 @@ func writeBundle(dir string, s *specs.Spec) error {
 // nlx makes the FIFO BUNDLE/gate and holds it open for reading and writing
 // from before runc starts until runc exits, so the hook's open never waits
 // and its read waits for data. nlx writes "go" once the identity is
-// recorded; to abort, or when nlx dies, the last writer goes, the hook
-// reads EOF and fails, and runc removes the container unstarted. runc
-// kills the hook after gateTimeout seconds. A shell, not the nlx binary: a
+// recorded. To abort nlx closes it unwritten: the hook reads EOF and
+// fails, and runc removes the container unstarted. When nlx dies, runc
+// dies with it (Pdeathsig), the container's first process, its parent
+// gone, exits unstarted, and the hook reads EOF. runc kills a hook still
+// waiting after gateTimeout seconds. A shell, not the nlx binary: a
 // hook's start is on every launch's path, and dash starts in a millisecond
 // where nlx's runtime and package initialisation take several.
 const (
