@@ -19,7 +19,7 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 		fmt.Println("\nisolation: not measured: cgroups and runc need root")
 		return nil
 	}
-	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkLaunch", "-benchtime", "30x", "-count", "7", "./isolate").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkLaunch", "-benchtime", "100x", "-count", "5", "./isolate").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("isolate benchmark: %v\n%s", err, out)
 	}
@@ -52,7 +52,7 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 		sort.Float64s(s)
 		return s[len(s)/2]
 	}
-	fmt.Printf("\nisolated launch of /bin/true, interleaved with the raw backend (medians of 7 runs of 30 pairs):\n")
+	fmt.Printf("\nisolated launch of /bin/true, interleaved with the raw backend (medians of 5 runs of 100 pairs):\n")
 	for _, pair := range []struct {
 		name   string
 		target float64
