@@ -13,8 +13,7 @@ import (
 
 // BenchmarkLaunch measures launch to exit of /bin/true through isolate
 // (spec, cgroup, identity record, launch, wait, stop receipt) against the
-// same bubblewrap command line and the same runc bundle (without nlx's
-// start gate) run raw from Go, without cgroup or identity. Each iteration
+// same bubblewrap command line and the same runc bundle run raw from Go, without cgroup or identity. Each iteration
 // runs one raw launch and one isolated launch, alternating which goes
 // first, so that a noisy machine slows both alike; the sub-benchmark
 // reports the median of each (nlx-ms, raw-ms) and their ratio (x-raw).

@@ -204,7 +204,7 @@ func TestCompileGolden(t *testing.T) {
 
 // TestRuncBundle: the bundle the runc backend writes is accepted by runc
 // (the run succeeds) and its config.json decodes to exactly the spec that
-// was run, which is Compile's plus the cgroup path and the start gate.
+// was run, which is Compile's plus the cgroup path.
 func TestRuncBundle(t *testing.T) {
 	needBackend(t, Runc)
 	f := newFixture(t)
@@ -241,13 +241,9 @@ func TestRuncBundle(t *testing.T) {
 	if want := p.Identity.Cgroup + "/" + containerLeaf; written.Linux.CgroupsPath != want {
 		t.Errorf("cgroupsPath %q, want %q", written.Linux.CgroupsPath, want)
 	}
-	gate := written.Hooks.CreateRuntime
-	if len(gate) != 1 || gate[0].Path != gateShell || gate[0].Args[len(gate[0].Args)-1] != filepath.Join(p.Identity.Bundle, gateFIFO) {
-		t.Errorf("createRuntime hooks %+v, want the start gate only", gate)
-	}
-	written.Linux.CgroupsPath, written.Hooks = "", nil
+	written.Linux.CgroupsPath = ""
 	if !reflect.DeepEqual(&written, compiled) {
-		t.Errorf("config.json differs from Compile's spec beyond the cgroup path and the gate")
+		t.Errorf("config.json differs from Compile's spec beyond the cgroup path")
 	}
 	if _, err := Stop(ctx, p.Identity, 0, rec); err != nil {
 		t.Fatal(err)

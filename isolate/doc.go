@@ -19,8 +19,7 @@
 //     child of it before the container's first process executes anything.
 //  4. The process identity (pid, start time, boot id, host, pid namespace) is
 //     given to a Recorder before the provider runs: bwrap waits on
-//     --block-fd, runc on a createRuntime hook (the start gate, see
-//     addGate). Stop signals only a process whose start time still
+//     --block-fd, runc is held stopped at its exec (see startHeld). Stop signals only a process whose start time still
 //     matches the record, kills whatever is left in the cgroup, confirms it
 //     empty, removes it, and only then hands a Receipt to the Recorder.
 //

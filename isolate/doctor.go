@@ -148,7 +148,7 @@ func backendFix(b Backend) string {
 	case Bwrap:
 		return "install bubblewrap (apt-get install bubblewrap); rootless use needs unprivileged user namespaces"
 	default:
-		return "install runc 1.0 or later (apt-get install runc), with /bin/sh for its start gate, and run nlx as root for the runc backend"
+		return "install runc (apt-get install runc) and run nlx as root for the runc backend"
 	}
 }
 

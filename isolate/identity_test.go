@@ -223,7 +223,7 @@ func TestRecordFailureStartsNothing(t *testing.T) {
 // runs while its identity is being recorded: the command's marker must not
 // appear during a slow Record, and appears once Record returns. A slow
 // Record that then fails leaves nothing: no marker, no cgroup, no bundle,
-// no gate process.
+// no backend process.
 func TestProviderWaitsForRecord(t *testing.T) {
 	f := newFixture(t)
 	for _, b := range backends {
@@ -265,7 +265,7 @@ func TestProviderWaitsForRecord(t *testing.T) {
 					if _, err := os.Stat(DefaultStateDir + "/bundles/" + id); !errors.Is(err, os.ErrNotExist) {
 						t.Errorf("bundle left behind: %v", err)
 					}
-					assertNoGateProcess(t, id)
+					assertNoLaunchProcess(t, id)
 					return
 				}
 				if err != nil {
@@ -281,38 +281,28 @@ func TestProviderWaitsForRecord(t *testing.T) {
 				if _, err := Stop(context.Background(), p.Identity, time.Second, rec); err != nil {
 					t.Fatal(err)
 				}
-				assertNoGateProcess(t, id)
+				assertNoLaunchProcess(t, id)
 			})
 		}
 	}
 }
 
-// TestRuncDiesAtTheGate: nlx dying while runc holds the container at the
-// start gate kills runc (Pdeathsig); the container's first process, its
-// parent gone, exits without running anything. Simulated by killing runc
-// from Record while the gate's hook waits.
+// TestRuncDiesAtTheGate: runc is held stopped at its exec until the launch
+// is recorded; nlx dying then (simulated by killing runc from Record, as
+// PTRACE_O_EXITKILL and Pdeathsig would) leaves nothing run and nothing
+// behind.
 func TestRuncDiesAtTheGate(t *testing.T) {
 	needBackend(t, Runc)
 	f := newFixture(t)
 	marker := filepath.Join(f.ws, "ran-after-runc-died")
 	id := "gate-dies-" + newID()
 	rec := &fakeRecorder{RecordFunc: func(_ context.Context, ident Identity) error {
-		eventually(t, "the gate's hook to start", func() bool { return gateProcesses(id) != nil })
+		if st := procState(ident.PID); st != "t" {
+			t.Errorf("runc is in state %q while its launch is recorded, want t (stopped by its tracer)", st)
+		}
 		if err := unix.Kill(ident.PID, unix.SIGKILL); err != nil {
 			t.Fatalf("kill runc: %v", err)
 		}
-		host, err := loadCgroupHost()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cg, err := openCgroup(host, ident.Cgroup)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "the container's processes to exit by themselves", func() bool {
-			empty, err := cg.empty()
-			return err == nil && empty
-		})
 		return errors.New("nlx died")
 	}}
 	_, err := Launch(context.Background(), f.request(Runc, WorkspaceWrite, "touch", WorkspacePath+"/ran-after-runc-died"), Options{Recorder: rec, LaunchID: id})
@@ -322,26 +312,28 @@ func TestRuncDiesAtTheGate(t *testing.T) {
 	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the command ran (%v)", err)
 	}
-	assertNoGateProcess(t, id)
+	assertNoLaunchProcess(t, id)
 	assertCgroupGone(t, DefaultCgroupParent+"/"+id)
 }
 
-// eventually polls cond for up to 5 s and fails the test if it never holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 500 {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+// procState is the state letter of /proc/PID/stat (field 3).
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
 	}
-	t.Fatalf("timed out waiting for %s", what)
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+3 > len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
 }
 
-// gateProcesses lists the processes whose command line names launch id's
-// start gate.
-func gateProcesses(id string) []string {
-	needle := []byte("/bundles/" + id + "/")
+// launchProcesses lists the processes whose command line names launch
+// id's runc bundle (runc run and anything it left).
+func launchProcesses(id string) []string {
+	needle := []byte("/bundles/" + id + "\x00")
 	var found []string
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
@@ -353,12 +345,12 @@ func gateProcesses(id string) []string {
 	return found
 }
 
-// assertNoGateProcess fails if any process still names launch id's gate,
-// waiting briefly for one that is exiting.
-func assertNoGateProcess(t *testing.T, id string) {
+// assertNoLaunchProcess fails if any process still names launch id's
+// bundle, waiting briefly for one that is exiting.
+func assertNoLaunchProcess(t *testing.T, id string) {
 	t.Helper()
 	for try := 0; ; try++ {
-		left := gateProcesses(id)
+		left := launchProcesses(id)
 		if len(left) == 0 {
 			return
 		}
@@ -453,8 +445,8 @@ func TestLaunchIDInUse(t *testing.T) {
 }
 
 // TestRuncLaunchOverDeadBundle: an nlx that died mid-launch leaves its
-// bundle, start gate FIFO included; a later launch of the same id (its
-// cgroup long gone) must not trip over it.
+// bundle; a later launch of the same id (its cgroup long gone) must not
+// trip over it or take any of it.
 func TestRuncLaunchOverDeadBundle(t *testing.T) {
 	needBackend(t, Runc)
 	f := newFixture(t)
@@ -463,7 +455,7 @@ func TestRuncLaunchOverDeadBundle(t *testing.T) {
 	if err := os.MkdirAll(dead, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mkfifo(filepath.Join(dead, gateFIFO), 0o600); err != nil {
+	if err := unix.Mkfifo(filepath.Join(dead, "stale-fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dead, "config.json"), []byte("{}"), 0o600); err != nil {

@@ -313,8 +313,8 @@ func setReexec(t testing.TB, on bool) {
 
 // TestCgroupBeforeExec proves the launch ordering with both start modes:
 // when the identity is recorded, bwrap is already in the launch cgroup,
-// and (except runc started directly, which has no gate) the provider has
-// not run yet. It runs right after, inside the launch cgroup.
+// and the provider has not run yet. It runs right after, inside the launch
+// cgroup.
 func TestCgroupBeforeExec(t *testing.T) {
 	f := newFixture(t)
 	self, err := os.Executable()
@@ -328,7 +328,6 @@ func TestCgroupBeforeExec(t *testing.T) {
 				setReexec(t, mode.reexec)
 				bin, _ := exec.LookPath(string(b))
 				marker := "ran-" + newID()
-				gated := mode.reexec || b == Bwrap
 				var checked bool
 				rec := &fakeRecorder{RecordFunc: func(ctx context.Context, id Identity) error {
 					exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", id.PID))
@@ -351,9 +350,9 @@ func TestCgroupBeforeExec(t *testing.T) {
 							t.Errorf("at record time pid %d is not in %s for %s:\n%s", id.PID, id.Cgroup, ctrl, data)
 						}
 					}
-					// A gated provider must not run while the record is
+					// The provider must not run while the record is
 					// pending: watch for its marker a while.
-					for i := 0; gated && i < 20; i++ {
+					for i := 0; i < 20; i++ {
 						if _, err := os.Stat(filepath.Join(f.ws, marker)); err == nil {
 							t.Errorf("the provider ran before its identity was recorded")
 							break

@@ -43,8 +43,8 @@ type Identity struct {
 
 // Recorder keeps identities and stop receipts in the state. Record must
 // be durable before it returns. With either backend the provider runs only
-// after it: bwrap waits on --block-fd, runc on a createRuntime hook (see
-// addGate). Launch returns only after Record, and kills the tree if Record
+// after it: bwrap waits on --block-fd, runc is held stopped at its exec
+// (see startHeld). Launch returns only after Record, and kills the tree if Record
 // fails.
 type Recorder interface {
 	Record(ctx context.Context, id Identity) error
@@ -75,7 +75,7 @@ var launchIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 type Process struct {
 	Identity Identity
 	// Spec is the spec the backend ran: Compile's, plus the cgroup path
-	// and the start gate's hook for runc.
+	// for runc.
 	Spec *specs.Spec
 
 	done  chan struct{}
@@ -162,13 +162,6 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		}
 	}()
 
-	// runc's start gate (see addGate), held open until runc exits.
-	var gate *os.File
-	defer func() {
-		if err != nil && gate != nil {
-			gate.Close()
-		}
-	}()
 	var args []string
 	switch backend {
 	case Bwrap:
@@ -179,17 +172,13 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		spec.Linux.CgroupsPath = cg.path + "/" + containerLeaf
 		ident.Bundle = filepath.Join(stateDir, "bundles", id)
 		ident.RuncRoot = filepath.Join(stateDir, "runc")
-		addGate(spec, ident.Bundle)
 		// A bundle of this id can only be left by an nlx that died (its
-		// launch cgroup, just created exclusively, did not exist): its
-		// FIFO would refuse this launch's gate.
+		// launch cgroup, just created exclusively, did not exist): none of
+		// it may be mixed into this launch's.
 		if err := os.RemoveAll(ident.Bundle); err != nil {
 			return nil, fmt.Errorf("launch %s: remove a dead launch's bundle: %w", id, err)
 		}
 		if err := writeBundle(ident.Bundle, spec); err != nil {
-			return nil, err
-		}
-		if gate, err = openGate(ident.Bundle); err != nil {
 			return nil, err
 		}
 		args = runcRunArgs(ident.RuncRoot, ident.Bundle, id)
@@ -233,19 +222,10 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		err = fmt.Errorf("launch %s: %w", id, err)
 		return nil, stopFailed(bg, ident, opts.Recorder, abort(err))
 	}
-	if gate != nil {
-		if err := releaseGate(gate); err != nil {
-			err = fmt.Errorf("launch %s: %w", id, err)
-			return nil, stopFailed(bg, ident, opts.Recorder, abort(err))
-		}
-	}
 
 	p := &Process{Identity: ident, Spec: spec, done: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
-		if gate != nil {
-			gate.Close()
-		}
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			err = nil

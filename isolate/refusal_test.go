@@ -215,33 +215,3 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
-
-// TestRuncProbeNeedsTheGate: a runc that runs bundles but not their
-// createRuntime hooks (as before runc 1.0) would start providers before
-// their launch is recorded; the probe finds the gate unread and refuses it.
-func TestRuncProbeNeedsTheGate(t *testing.T) {
-	dir := t.TempDir()
-	for name, script := range map[string]string{
-		"ignores hooks": "#!/bin/sh\nexit 0\n",
-		"fails":         "#!/bin/sh\necho no cgroups >&2\nexit 1\n",
-	} {
-		t.Run(name, func(t *testing.T) {
-			bin := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
-			if err := os.MkdirAll(bin, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(bin, "runc"), []byte(script), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			t.Setenv("PATH", bin)
-			err := Runc.Available(context.Background())
-			var r *Refusal
-			if !errors.As(err, &r) || r.Code != CodeNoBackend {
-				t.Fatalf("Available: %v, want a no_backend refusal", err)
-			}
-			if name == "ignores hooks" && !strings.Contains(r.Msg, "createRuntime") {
-				t.Errorf("refusal %q does not say the gate was not run", r.Msg)
-			}
-		})
-	}
-}

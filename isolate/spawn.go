@@ -133,17 +133,29 @@ func cloneIntoCgroupUnsupported(err error) bool {
 	return false
 }
 
-// started is a started backend process. bwrap is in the launch cgroup and
-// has not executed the provider: release lets it. runc is not in the
-// cgroup (it puts the container there itself) and, started directly, has
-// no gate.
+// started is a started backend process, held until release: bwrap is in
+// the launch cgroup and has not executed the provider; runc (not in the
+// cgroup: it puts the container there itself) has not executed anything.
 type started struct {
 	cmd      *exec.Cmd
 	releaseW *os.File // the gate: bwrap's --block-fd, or the re-executed child's
 	statusR  *os.File // reexec: EOF once the backend was executed, else why not
+	// held: the tracer goroutine holding runc stopped at its exec (see
+	// startHeld); true lets it run, false kills it. Its answer comes on
+	// heldErr.
+	held    chan bool
+	heldErr chan error
 }
 
 func (s *started) release() error {
+	if s.held != nil {
+		s.held <- true
+		s.held = nil
+		if err := <-s.heldErr; err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		return nil
+	}
 	if s.releaseW == nil {
 		return nil
 	}
@@ -162,6 +174,11 @@ func (s *started) release() error {
 }
 
 func (s *started) close() {
+	if s.held != nil {
+		s.held <- false
+		s.held = nil
+		<-s.heldErr
+	}
 	for _, f := range []*os.File{s.releaseW, s.statusR} {
 		if f != nil {
 			f.Close()
@@ -169,17 +186,101 @@ func (s *started) close() {
 	}
 }
 
-// startBackend starts bin with args: bwrap inside the launch cgroup, the
-// direct way unless the kernel cannot or a test wants the other.
+// startBackend starts bin with args, held until release: bwrap inside the
+// launch cgroup, the direct way unless the kernel cannot or a test wants
+// the other; runc stopped at its exec, or re-executed where ptrace is
+// denied.
 func startBackend(cg *cgroup, backend Backend, bin string, args []string, opts Options) (*started, error) {
 	place := backend == Bwrap
 	if !forceReexec {
 		st, err := startDirect(cg, place, backend, bin, args, opts)
-		if err == nil || !place || !cloneIntoCgroupUnsupported(err) || cg.v2 == nil {
-			return st, err
+		switch {
+		case err == nil:
+			return st, nil
+		case backend == Runc && errors.Is(err, unix.EPERM):
+			// ptrace denied (kernel.yama.ptrace_scope=3, a seccomp
+			// policy, or nlx itself being traced): the reexec gate.
+		case !place || !cloneIntoCgroupUnsupported(err) || cg.v2 == nil:
+			return nil, err
 		}
 	}
 	return startReexec(cg, place, bin, args, opts)
+}
+
+// startHeld starts cmd stopped before its first instruction: the child
+// asks to be traced (PTRACE_TRACEME) and its exec then stops it with
+// SIGTRAP before the new program runs. Only the thread that forked may
+// trace it, so a goroutine locked to that thread holds it until release
+// detaches it (it runs) or close kills it. Should nlx die meanwhile, the
+// kernel kills it (PTRACE_O_EXITKILL, and Pdeathsig).
+//
+// This is runc's gate: `runc run` creates the container and starts the
+// provider in one go, and a createRuntime hook holding it instead cost a
+// shell's exec (1 to 2 ms) on every launch; this costs a wait and a
+// detach.
+func startHeld(cmd *exec.Cmd, st *started) error {
+	started := make(chan error, 1)
+	st.held, st.heldErr = make(chan bool), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		cmd.SysProcAttr.Ptrace = true
+		if err := cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			started <- err
+			return
+		}
+		pid := cmd.Process.Pid
+		err := waitExecStop(pid)
+		if err == nil {
+			err = unix.PtraceSetOptions(pid, unix.PTRACE_O_EXITKILL)
+		}
+		started <- err
+		if err != nil {
+			// The caller kills it; the thread goes with this goroutine
+			// (and Pdeathsig with it).
+			return
+		}
+		if !<-st.held {
+			// Told to abort: nothing of it ran. The thread goes with
+			// this goroutine, so that nothing else runs on a thread that
+			// traced.
+			cmd.Process.Kill()
+			st.heldErr <- nil
+			return
+		}
+		if err := unix.PtraceDetach(pid); err != nil {
+			st.heldErr <- fmt.Errorf("detach %s: %w", cmd.Path, err)
+			return // the thread goes: Pdeathsig kills the child
+		}
+		runtime.UnlockOSThread()
+		st.heldErr <- nil
+	}()
+	if err := <-started; err != nil {
+		st.held = nil
+		if cmd.Process == nil {
+			return err
+		}
+		return fmt.Errorf("hold %s at its exec: %w", cmd.Path, err)
+	}
+	return nil
+}
+
+// waitExecStop waits for pid's SIGTRAP stop at its exec.
+func waitExecStop(pid int) error {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+			return fmt.Errorf("did not stop at its exec (wait status %#x)", uint32(ws))
+		}
+		return nil
+	}
 }
 
 func backendCmd(path string, args []string, opts Options) *exec.Cmd {
@@ -225,9 +326,12 @@ func startDirect(cg *cgroup, place bool, backend Backend, bin string, args []str
 		return nil, fmt.Errorf("mark descriptors close-on-exec: %w", err)
 	}
 	var err error
-	if place {
+	switch {
+	case place:
 		err = startInCgroup(cmd, cg)
-	} else {
+	case backend == Runc:
+		err = startHeld(cmd, st)
+	default:
 		err = cmd.Start()
 	}
 	if gate != nil {
