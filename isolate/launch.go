@@ -44,8 +44,8 @@ type Identity struct {
 // Recorder keeps identities and stop receipts in the state. Record must
 // be durable before it returns. With either backend the provider runs only
 // after it: bwrap waits on --block-fd, runc is held stopped at its exec
-// (see startHeld). Launch returns only after Record, and kills the tree if Record
-// fails.
+// (see startHeld). Launch returns only after Record, and kills the tree if
+// Record fails.
 type Recorder interface {
 	Record(ctx context.Context, id Identity) error
 	// Receipt records how the launch ended and releases its identity.
@@ -98,8 +98,8 @@ func (p *Process) Wait(ctx context.Context) (*os.ProcessState, error) {
 // Launch compiles req, creates the launch cgroup, starts the backend so
 // that every process of the sandbox is in the cgroup before it executes
 // anything of the provider, and has opts.Recorder record the identity
-// before it returns, and before the provider runs at all. A refusal or a failure leaves nothing running and no
-// cgroup behind. ctx bounds the launch only, not the process: Stop ends it.
+// before it returns, and before the provider runs at all. A refusal or a
+// failure leaves nothing running and no cgroup behind. ctx bounds the launch only, not the process: Stop ends it.
 //
 // Launch marks the calling process's descriptors above 2 close-on-exec:
 // whatever nlx inherited or a library opened without that flag would

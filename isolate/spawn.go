@@ -326,13 +326,10 @@ func startDirect(cg *cgroup, place bool, backend Backend, bin string, args []str
 		return nil, fmt.Errorf("mark descriptors close-on-exec: %w", err)
 	}
 	var err error
-	switch {
-	case place:
+	if place {
 		err = startInCgroup(cmd, cg)
-	case backend == Runc:
-		err = startHeld(cmd, st)
-	default:
-		err = cmd.Start()
+	} else {
+		err = startHeld(cmd, st) // runc
 	}
 	if gate != nil {
 		gate.Close()

@@ -122,7 +122,7 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 		done <- snapshot{snap, err}
 	}()
 	cfg, err := schema.Load(ctx, dir)
-	if cfg != nil && len(cfg.Inputs.Files) > 0 && totalSize(cfg.Inputs.Files) > 1<<20 {
+	if cfg != nil && totalSize(cfg.Inputs.Files) > 1<<20 {
 		// CUE's evaluation of a large config is garbage now; collect it
 		// before the plan allocates, so the two do not add up in RSS.
 		runtime.GC()
