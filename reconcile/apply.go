@@ -37,10 +37,17 @@ type Effects interface {
 
 // ApplyOptions tune Apply.
 type ApplyOptions struct {
-	// ConfigDir is read to prove the config is unchanged; empty skips the
-	// check (the caller has just planned from it in the same process).
+	// ConfigDir is re-hashed before anything else, to refuse a changed
+	// config at once; empty skips that (the caller has just planned from
+	// it in the same process).
 	ConfigDir string
-	Actor     string // who applies; recorded in the state
+	// Config loads the config the plan names (from ConfigDir), for the
+	// plan's re-derivation: the loaded inputs must hash to the plan's, and
+	// the plan must be exactly what nlx plans from that config and the
+	// state at its serial. Apply starts it at once and takes the lock
+	// while it runs. Required.
+	Config func(ctx context.Context) (*schema.Config, error)
+	Actor  string // who applies; recorded in the state
 	// BatchSize is how many state-only changes share one transaction
 	// (default DefaultBatchSize). Each change is still journaled on its own.
 	BatchSize int
@@ -90,12 +97,15 @@ type LedgerEntry struct {
 // Ledger is what an apply actually did; it is returned on every exit path
 // once the state was touched.
 type Ledger struct {
-	PlanHash     string        `json:"plan_hash"`
-	Lineage      string        `json:"lineage"`
-	SerialBefore int64         `json:"serial_before"`
-	SerialAfter  int64         `json:"serial_after"`
-	Entries      []LedgerEntry `json:"changes"`
-	Summary      plan.Summary  `json:"summary"` // of committed changes only
+	PlanHash     string `json:"plan_hash"`
+	Lineage      string `json:"lineage"`
+	SerialBefore int64  `json:"serial_before"`
+	SerialAfter  int64  `json:"serial_after"` // the serial this apply set
+	// SerialNow is the state's serial when the apply ended: SerialAfter,
+	// unless another run moved it after taking this apply's lock over.
+	SerialNow int64         `json:"serial_now"`
+	Entries   []LedgerEntry `json:"changes"`
+	Summary   plan.Summary  `json:"summary"` // of committed changes only
 	// Approvals used, as "address risk by actor".
 	Approvals []string `json:"approvals_used"`
 	// Bootstrap names the operators the first apply on an empty state set.
@@ -132,6 +142,13 @@ func CheckInputs(dir string, p *plan.Plan) error {
 		dir, strings.Join(limit(changed, 10), ", "))
 }
 
+func orNew(lineage string) string {
+	if lineage == "" {
+		return "(none: a new state)"
+	}
+	return lineage
+}
+
 func limit(s []string, n int) []string {
 	if len(s) <= n {
 		return s
@@ -158,9 +175,25 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	if err := checkRefused(p); err != nil {
 		return nil, err
 	}
+	if opts.Config == nil {
+		return nil, errors.New("apply: no config to derive the plan from")
+	}
 	if err := checkImages(ctx, opts.Images, p); err != nil {
 		return nil, err
 	}
+	// The config evaluates (in a child process, on the other core) while
+	// the lock is taken and the state read.
+	type loaded struct {
+		cfg *schema.Config
+		err error
+	}
+	cfgDone := make(chan loaded, 1)
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
+	go func() {
+		cfg, err := opts.Config(loadCtx)
+		cfgDone <- loaded{cfg, err}
+	}()
 	lock, err := store.Lock(ctx, "apply")
 	if err != nil {
 		return nil, err
@@ -168,18 +201,42 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	defer store.Unlock(context.WithoutCancel(ctx), lock.ID)
 	fault.Point("apply.locked")
 
-	lineage, serial, err := store.Meta(ctx)
+	snap, err := store.SnapshotLocked(ctx, lock.ID)
 	if err != nil {
 		return nil, err
 	}
-	ledger := &Ledger{PlanHash: p.PlanHash, Lineage: lineage, SerialBefore: serial, SerialAfter: serial,
+	lineage, serial := snap.Lineage, snap.Serial
+	ledger := &Ledger{PlanHash: p.PlanHash, Lineage: lineage, SerialBefore: serial, SerialAfter: serial, SerialNow: serial,
 		TookOverLock: lock.TookOverFrom, Approvals: []string{}}
 	switch {
-	case lineage != p.State.Lineage:
-		return ledger, plan.Refusef(CodeLineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", p.State.Lineage, lineage)
+	case p.State.Lineage == "" && serial == 0:
+		// Planned before the state existed: any state never applied is
+		// the empty state the plan was made against.
+		snap.Lineage = ""
+	case lineage != p.State.Lineage && p.State.Lineage != "":
+		return ledger, plan.Refusef(CodeLineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", orNew(p.State.Lineage), lineage)
 	case serial != p.State.Serial:
 		return ledger, plan.Refusef(CodeStalePlan, "the plan was made at state serial %d, but the state is at serial %d; plan again", p.State.Serial, serial)
 	}
+	got := <-cfgDone
+	if got.err != nil {
+		return ledger, got.err
+	}
+	if got.cfg.Inputs.Hash != p.Inputs.ConfigHash {
+		// The bytes evaluated are not the bytes planned (they changed
+		// after the re-hash above, or the caller loaded another config).
+		changed := schema.Changed(schema.Inputs{Files: p.Inputs.Files}, got.cfg.Inputs)
+		return ledger, plan.Refusef(CodeConfigChanged, "config changed since the plan (%s); plan again", strings.Join(limit(changed, 10), ", "))
+	}
+	if opts.Images != nil {
+		if err := RequirePins(p, got.cfg); err != nil {
+			return ledger, err
+		}
+	}
+	if err := CheckDerivable(p, got.cfg, snap); err != nil {
+		return ledger, err
+	}
+	fault.Point("apply.derived")
 	if ledger.Unknown, err = store.MarkUnknown(ctx, lock.ID); err != nil {
 		return ledger, err
 	}
@@ -481,6 +538,11 @@ func finish(ctx context.Context, store Store, id int64, l *Ledger, applyErr erro
 		}
 	}
 	l.Summary = plan.Summarize(done)
-	err := store.FinishApply(context.WithoutCancel(ctx), id, ApplyResult{Committed: l.committed(), Failed: failed, Err: applyErr})
+	bg := context.WithoutCancel(ctx)
+	err := store.FinishApply(bg, id, ApplyResult{Committed: l.committed(), Failed: failed, Err: applyErr})
+	l.SerialNow = l.SerialAfter
+	if _, now, merr := store.Meta(bg); merr == nil {
+		l.SerialNow = now
+	}
 	return errors.Join(applyErr, err)
 }

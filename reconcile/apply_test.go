@@ -54,7 +54,15 @@ func (f *fixture) apply(p *plan.Plan, opts reconcile.ApplyOptions) (*reconcile.L
 	if opts.Actor == "" {
 		opts.Actor = "test"
 	}
+	if opts.Config == nil {
+		opts.Config = f.load
+	}
 	return reconcile.Apply(context.Background(), f.db, p, opts)
+}
+
+// load evaluates the fixture's config, as apply's re-derivation does.
+func (f *fixture) load(ctx context.Context) (*schema.Config, error) {
+	return schema.Load(ctx, f.dir)
 }
 
 // fingerprint is everything apply may write: a refusal must leave it as is.
@@ -243,7 +251,7 @@ func TestApplyPartialFailureReportsWhatHappened(t *testing.T) {
 	f := newFixture(t)
 	p := f.plan()
 	store := &failingStore{DB: f.db, n: 2}
-	ledger, err := reconcile.Apply(context.Background(), store, p, reconcile.ApplyOptions{BatchSize: 5, Actor: "test"})
+	ledger, err := reconcile.Apply(context.Background(), store, p, reconcile.ApplyOptions{BatchSize: 5, Actor: "test", Config: f.load})
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("got %v, want the commit failure", err)
 	}

@@ -56,9 +56,18 @@ func (h *Holder) String() string {
 const CodeStateLocked = "state_locked"
 
 // LockedError means another run holds the state lock.
-type LockedError struct{ Holder Holder }
+type LockedError struct {
+	Holder Holder
+	// Changing: the holder is changing the state (an apply or a resolve),
+	// so a plan of it now would be a plan of half its changes.
+	Changing bool
+}
 
 func (e *LockedError) Error() string {
+	if e.Changing {
+		return fmt.Sprintf("%s: %s is changing the state; plan again once it has ended (if that run is gone, `nlx state unlock %s` releases it)",
+			CodeStateLocked, e.Holder.String(), e.Holder.LockID)
+	}
 	return fmt.Sprintf("%s: the state is locked by %s; if that run is gone, `nlx state unlock %s` releases it",
 		CodeStateLocked, e.Holder.String(), e.Holder.LockID)
 }
@@ -79,8 +88,12 @@ type ApplyResult struct {
 
 // Store is the state as the reconciler sees it.
 type Store interface {
-	// Snapshot reads lineage, serial and resources consistently.
+	// Snapshot reads lineage, serial and resources consistently, for a
+	// plan; it fails with *LockedError while a live run is changing the
+	// state.
 	Snapshot(ctx context.Context) (*Snapshot, error)
+	// SnapshotLocked is Snapshot for the holder of the lock lockID.
+	SnapshotLocked(ctx context.Context, lockID string) (*Snapshot, error)
 	// Meta reads lineage and serial.
 	Meta(ctx context.Context) (lineage string, serial int64, err error)
 	// Lock takes the single-writer lock or fails with *LockedError.

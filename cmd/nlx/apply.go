@@ -16,7 +16,14 @@ import (
 	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/schema"
 )
+
+// loadConfig evaluates the config in dir for apply's re-derivation of a
+// plan.
+func loadConfig(ctx context.Context, dir string) (*schema.Config, error) {
+	return schema.Load(ctx, dir)
+}
 
 type applyOptions struct {
 	batchSize int
@@ -87,7 +94,8 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		if p.Empty() {
 			return nil
 		}
-		db, err = a.openState(ctx, true)
+		configDir = opts.target
+		db, err = a.openState(ctx, p.State.Lineage != "")
 	} else {
 		if p, err = plan.ReadFile(opts.target); err != nil {
 			return err
@@ -97,7 +105,9 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		if configDir == "" {
 			configDir = p.Inputs.ConfigDir
 		}
-		db, err = a.openState(ctx, true)
+		// A plan made before there was a state creates it; any other
+		// needs the state it was made against.
+		db, err = a.openState(ctx, p.State.Lineage != "")
 		if errors.Is(err, state.ErrNoState) {
 			return plan.Refusef(reconcile.CodeLineageMismatch, "the plan was made against state lineage %s, but there is no state at %s", p.State.Lineage, mustState(a))
 		}
@@ -112,7 +122,9 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
-	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile,
+	load := func(ctx context.Context) (*schema.Config, error) { return loadConfig(ctx, configDir) }
+	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Config: load,
+		Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile,
 		Images: &images.Checker{Store: store}})
 	if ledger != nil && ledger.TookOverLock != nil {
 		fmt.Fprintf(a.io.Err, "Took over the state lock from %s: that process is gone.\n", ledger.TookOverLock)
@@ -215,7 +227,10 @@ func printLedger(a *app, output string, l *reconcile.Ledger, applyErr error) {
 	s := l.Summary
 	if applyErr != nil {
 		fmt.Fprintf(bw, "\nApply stopped. Resources: %d added, %d changed, %d destroyed; %d change(s) not applied. State serial %d.\n",
-			s.Add, s.Change, s.Destroy, notApplied(l), l.SerialAfter)
+			s.Add, s.Change, s.Destroy, notApplied(l), l.SerialNow)
+		if l.SerialNow != l.SerialAfter {
+			fmt.Fprintf(bw, "This apply set serial %d; another run took its lock over and moved the state on since.\n", l.SerialAfter)
+		}
 		return
 	}
 	fmt.Fprintf(bw, "\nApply complete! Resources: %d added, %d changed, %d destroyed. State serial %d.\n", s.Add, s.Change, s.Destroy, l.SerialAfter)

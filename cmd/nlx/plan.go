@@ -103,8 +103,8 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 	return nil
 }
 
-// makePlan loads the config in dir and diffs it against the state, creating
-// the state on first use. The state is read while CUE evaluates.
+// makePlan loads the config in dir and diffs it against the state, read
+// only. The state is read while CUE evaluates.
 func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error) {
 	type snapshot struct {
 		snap *reconcile.Snapshot
@@ -112,13 +112,7 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 	}
 	done := make(chan snapshot, 1)
 	go func() {
-		db, err := a.openState(ctx, false)
-		if err != nil {
-			done <- snapshot{err: err}
-			return
-		}
-		defer db.Close()
-		snap, err := db.Snapshot(ctx)
+		snap, err := a.planSnapshot(ctx)
 		done <- snapshot{snap, err}
 	}()
 	cfg, err := schema.Load(ctx, dir)

@@ -23,7 +23,7 @@ func newPsCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.output = output
 			ctx := cmd.Context()
-			return a.withState(ctx, func(db *state.DB) error { return psRun(ctx, a, db, all, output) })
+			return a.readState(ctx, func(db *state.DB) error { return psRun(ctx, a, db, all, output) })
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also stopped launches, with their stop receipts")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/images"
+	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
@@ -98,7 +100,7 @@ func (a *app) openState(ctx context.Context, mustExist bool) (*state.DB, error) 
 	return state.Open(ctx, path, state.Options{MustExist: mustExist})
 }
 
-// withState runs fn with the existing state open.
+// withState runs fn with the existing state open for writing.
 func (a *app) withState(ctx context.Context, fn func(db *state.DB) error) error {
 	db, err := a.openState(ctx, true)
 	if err != nil {
@@ -106,6 +108,39 @@ func (a *app) withState(ctx context.Context, fn func(db *state.DB) error) error 
 	}
 	defer db.Close()
 	return fn(db)
+}
+
+// readState runs fn with the existing state open read-only: reading
+// commands never create, migrate or repair a state, and work where the
+// state's directory is read-only.
+func (a *app) readState(ctx context.Context, fn func(db *state.DB) error) error {
+	path, err := a.resolveState()
+	if err != nil {
+		return err
+	}
+	db, err := state.Open(ctx, path, state.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return fn(db)
+}
+
+// planSnapshot reads the applied state a plan diffs against, read-only.
+// Where there is no state yet the plan is made against an empty one with
+// no lineage, which only a state that was never applied matches (apply
+// creates it).
+func (a *app) planSnapshot(ctx context.Context) (*reconcile.Snapshot, error) {
+	var snap *reconcile.Snapshot
+	err := a.readState(ctx, func(db *state.DB) error {
+		var err error
+		snap, err = db.Snapshot(ctx)
+		return err
+	})
+	if errors.Is(err, state.ErrNoState) {
+		return &reconcile.Snapshot{}, nil
+	}
+	return snap, err
 }
 
 // writeJSON prints one JSON document on stdout: format_version 1 and the

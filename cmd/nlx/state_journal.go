@@ -19,7 +19,7 @@ func newStateJournalCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.output = output
 			ctx := cmd.Context()
-			return a.withState(ctx, func(db *state.DB) error { return journalRun(ctx, a, db, output) })
+			return a.readState(ctx, func(db *state.DB) error { return journalRun(ctx, a, db, output) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

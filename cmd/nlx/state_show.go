@@ -21,7 +21,7 @@ func newStateShowCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.output = output
 			ctx := cmd.Context()
-			return a.withState(ctx, func(db *state.DB) error { return showStateRun(ctx, a, db, args[0], output) })
+			return a.readState(ctx, func(db *state.DB) error { return showStateRun(ctx, a, db, args[0], output) })
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")

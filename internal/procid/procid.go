@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Identity names one process on one host during one boot.
@@ -56,25 +57,36 @@ var ErrNoProcess = errors.New("no such process")
 // StartTime returns field 22 of /proc/PID/stat: when the process started, in
 // clock ticks since boot.
 func StartTime(pid int) (string, error) {
+	st, err := stat(pid)
+	return st.start, err
+}
+
+// procStat holds the fields of /proc/PID/stat nlx reads.
+type procStat struct {
+	state byte   // field 3: R, S, D, T, t, Z (zombie), X (dead), ...
+	start string // field 22
+}
+
+func stat(pid int) (procStat, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if errors.Is(err, os.ErrNotExist) {
-		return "", ErrNoProcess
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+		return procStat{}, ErrNoProcess
 	}
 	if err != nil {
-		return "", fmt.Errorf("read process %d stat: %w", pid, err)
+		return procStat{}, fmt.Errorf("read process %d stat: %w", pid, err)
 	}
 	// The command name (field 2) is in parentheses and may hold spaces or
 	// parentheses itself: fields resume after the last ')'.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return "", fmt.Errorf("process %d stat: no command field", pid)
+		return procStat{}, fmt.Errorf("process %d stat: no command field", pid)
 	}
 	fields := strings.Fields(string(data[i+1:]))
 	// fields[0] is field 3 (state), so field 22 is fields[19].
-	if len(fields) < 20 {
-		return "", fmt.Errorf("process %d stat: %d fields", pid, len(fields)+2)
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return procStat{}, fmt.Errorf("process %d stat: %d fields", pid, len(fields)+2)
 	}
-	return fields[19], nil
+	return procStat{state: fields[0][0], start: fields[19]}, nil
 }
 
 // BootID returns the kernel's id of the current boot.
@@ -87,7 +99,8 @@ func BootID() (string, error) {
 }
 
 // Gone reports whether the process id named is proven not to run any more:
-// same host and boot with the pid absent or started at another time, or the
+// same host and boot with the pid absent, started at another time, or a
+// zombie (it has exited and only waits for its parent to reap it), or the
 // same host after a reboot. A process on another host, or in another pid
 // namespace (another container on this host), is never proven gone.
 func Gone(id Identity) (bool, error) {
@@ -104,12 +117,14 @@ func Gone(id Identity) (bool, error) {
 	if id.PidNS != self.PidNS {
 		return false, nil
 	}
-	start, err := StartTime(id.PID)
+	st, err := stat(id.PID)
 	if errors.Is(err, ErrNoProcess) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return start != id.Start, nil
+	// A zombie has run its last instruction: it holds nothing but its
+	// exit status, whoever is slow to reap it.
+	return st.start != id.Start || st.state == 'Z' || st.state == 'X', nil
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // startTimeByComm reads field 22 of /proc/PID/stat by another route than
@@ -90,6 +91,42 @@ func exited(t *testing.T) Identity {
 	}
 	cmd.Wait()
 	return id
+}
+
+// unreaped returns the identity of a child that has exited but that nobody
+// has reaped yet: its /proc/PID/stat is still there, in state Z, with the
+// start time it had while it ran.
+func unreaped(t *testing.T) Identity {
+	t.Helper()
+	self, err := Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startSleeper(t, "")
+	id := self
+	id.PID = cmd.Process.Pid
+	if id.Start, err = StartTime(id.PID); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		st, err := stat(id.PID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.state == 'Z' {
+			if st.start != id.Start {
+				t.Fatalf("zombie start %s, want %s", st.start, id.Start)
+			}
+			return id
+		}
+		if i == 1000 {
+			t.Fatalf("child %d never became a zombie (state %c)", id.PID, st.state)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestSelf(t *testing.T) {
@@ -175,6 +212,7 @@ func TestGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead := exited(t)
+	zombie := unreaped(t)
 	tests := []struct {
 		name string
 		id   func() Identity
@@ -182,6 +220,7 @@ func TestGone(t *testing.T) {
 	}{
 		{"this process", func() Identity { return self }, false},
 		{"exited child", func() Identity { return dead }, true},
+		{"zombie: exited, not reaped", func() Identity { return zombie }, true},
 		{"pid reused: start differs", func() Identity {
 			id := self
 			id.Start += "0"

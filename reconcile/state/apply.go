@@ -18,10 +18,50 @@ import (
 
 var _ reconcile.Store = (*DB)(nil)
 
-// Snapshot reads lineage, serial and every resource in one read transaction.
+// Snapshot reads lineage, serial and every resource in one read
+// transaction, for a plan. It refuses (*reconcile.LockedError) while an
+// apply or a resolve that is not proven dead holds the lock: their changes
+// are half made, and the serial was bumped when they began, so a plan of
+// that state would pass apply's stale check once they end and carry out
+// their changes a second time. A holder proven dead left the state as it
+// will stay: a plan of it is a plan of what that apply did.
 func (db *DB) Snapshot(ctx context.Context) (*reconcile.Snapshot, error) {
+	return db.snapshot(ctx, "")
+}
+
+// SnapshotLocked is Snapshot for the holder of lockID (an apply that
+// re-derives its plan under its own lock); it fails if that lock is not
+// held.
+func (db *DB) SnapshotLocked(ctx context.Context, lockID string) (*reconcile.Snapshot, error) {
+	if lockID == "" {
+		return nil, fmt.Errorf("state %s: snapshot under a lock: no lock id", db.path)
+	}
+	return db.snapshot(ctx, lockID)
+}
+
+// changesState names the lock operations that change resources or the
+// serial while they hold the lock.
+var changesState = map[string]bool{"apply": true, "resolve": true}
+
+func (db *DB) snapshot(ctx context.Context, lockID string) (*reconcile.Snapshot, error) {
 	var s reconcile.Snapshot
 	err := db.read(ctx, func(tx *sql.Tx) error {
+		h, err := holder(ctx, tx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case lockID != "" && (h == nil || h.LockID != lockID):
+			return fmt.Errorf("%w: lock %s is not held", ErrNotLocked, lockID)
+		case lockID == "" && h != nil && changesState[h.Operation]:
+			gone, err := procid.Gone(h.Process)
+			if err != nil {
+				return fmt.Errorf("check lock holder: %w", err)
+			}
+			if !gone {
+				return &reconcile.LockedError{Holder: *h, Changing: true}
+			}
+		}
 		if err := tx.QueryRowContext(ctx, `SELECT lineage, serial FROM lineage WHERE id = 1`).Scan(&s.Lineage, &s.Serial); err != nil {
 			return fmt.Errorf("read lineage: %w", err)
 		}
@@ -51,6 +91,10 @@ func (db *DB) Snapshot(ctx context.Context) (*reconcile.Snapshot, error) {
 		s.Unknowns = unknownsOf(open)
 		return nil
 	})
+	var locked *reconcile.LockedError
+	if errors.As(err, &locked) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("state %s: %w", db.path, err)
 	}

@@ -288,7 +288,7 @@ func TestApplyBookkeeping(t *testing.T) {
 		t.Errorf("apply row after FinishApply:\n got %+v\nwant %+v", got, want)
 	}
 
-	snap, err := f.db.Snapshot(ctx)
+	snap, err := f.db.SnapshotLocked(ctx, f.lock.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestSnapshotConsistent(t *testing.T) {
 			stop = true // one more read after the last write
 		default:
 		}
-		snap, err := f.db.Snapshot(ctx)
+		snap, err := f.db.SnapshotLocked(ctx, f.lock.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,6 +37,9 @@ func holds(ctx context.Context, tx *sql.Tx, lockID string) error {
 // Dispatch implements reconcile.Store. The transaction is synced to disk
 // (synchronous=FULL): an effect must never happen without its record.
 func (db *DB) Dispatch(ctx context.Context, applyID int64, changes []plan.Change) error {
+	if db.wdb == nil {
+		return fmt.Errorf("state %s: %w", db.path, ErrReadOnly)
+	}
 	if _, err := db.wdb.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
 		return fmt.Errorf("journal dispatch: %w", err)
 	}
@@ -226,8 +229,8 @@ var ErrNothingToResolve = errors.New("no unknown outcome to resolve")
 
 // Resolve records an operator's decision on the unknown outcomes of address
 // under the lock. It never carries anything out: "applied" records in the
-// state what was dispatched (and bumps the serial), "not_applied" records
-// that nothing happened, so a later plan may do it again.
+// state what was dispatched, "not_applied" records that nothing happened,
+// so a later plan may do it again. Both bump the serial.
 func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, reason string) (resolved int, serial int64, err error) {
 	if outcome == "not-applied" {
 		outcome = reconcile.OutcomeNotApplied
@@ -266,6 +269,15 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, reas
 		if err := tx.QueryRowContext(ctx, `SELECT serial FROM lineage WHERE id = 1`).Scan(&serial); err != nil {
 			return err
 		}
+		// Either outcome changes what a plan of the state holds (its
+		// unknown outcomes, the unknown_claim risks, and for applied the
+		// resource): plans made before the resolution are stale, and
+		// apply's re-derivation never meets a state that moved under an
+		// unchanged serial.
+		serial++
+		if _, err := tx.ExecContext(ctx, `UPDATE lineage SET serial = ? WHERE id = 1`, serial); err != nil {
+			return err
+		}
 		if outcome != reconcile.OutcomeApplied {
 			return nil
 		}
@@ -274,10 +286,6 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, reas
 		var d dispatchDetail
 		if err := json.Unmarshal([]byte(last.detail), &d); err != nil {
 			return fmt.Errorf("read what was dispatched for %s: %w", address, err)
-		}
-		serial++
-		if _, err := tx.ExecContext(ctx, `UPDATE lineage SET serial = ? WHERE id = 1`, serial); err != nil {
-			return err
 		}
 		if d.Action == plan.Delete {
 			_, err = tx.ExecContext(ctx, `DELETE FROM resources WHERE address = ?`, address)

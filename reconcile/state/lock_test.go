@@ -258,3 +258,47 @@ func TestLockRace(t *testing.T) {
 		t.Errorf("%d lock rows, want 1", got)
 	}
 }
+
+// TestSnapshotWhileChanging: a plan's snapshot is refused while a live apply
+// or resolve holds the lock (the serial was bumped when it began, so a plan
+// of its half-made changes would pass apply's stale check once it ends, and
+// apply them again); it is taken while another operation holds it, or a
+// holder proven dead left the state as it will stay. The holder's own
+// snapshot needs its lock.
+func TestSnapshotWhileChanging(t *testing.T) {
+	ctx := context.Background()
+	dead := exitedProcess(t)
+	tests := []struct {
+		name, op string
+		holder   procid.Identity
+		refused  bool
+	}{
+		{"live apply", "apply", self(t), true},
+		{"live resolve", "resolve", self(t), true},
+		{"live approve", "approve", self(t), false},
+		{"dead apply", "apply", dead, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := statePath(t)
+			db := open(t, path, state.Options{})
+			h := reconcile.Holder{LockID: "feedfacefeedface", Operation: tt.op, Process: tt.holder, AcquiredAt: time.Now()}
+			plantLock(t, path, h)
+			_, err := db.Snapshot(ctx)
+			if tt.refused {
+				wantLocked(t, err, h)
+				if !strings.Contains(err.Error(), "is changing the state") {
+					t.Errorf("error %q does not say the state is being changed", err)
+				}
+			} else if err != nil {
+				t.Errorf("Snapshot: %v, want a snapshot", err)
+			}
+			if _, err := db.SnapshotLocked(ctx, h.LockID); err != nil {
+				t.Errorf("SnapshotLocked by the holder: %v", err)
+			}
+			if _, err := db.SnapshotLocked(ctx, "0000000000000000"); !errors.Is(err, state.ErrNotLocked) {
+				t.Errorf("SnapshotLocked by another: %v, want ErrNotLocked", err)
+			}
+		})
+	}
+}

@@ -20,7 +20,10 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // pure Go: the binary cross-compiles with CGO_ENABLED=0
+
+	"github.com/nlx-dev/nlx/plan"
 )
 
 //go:embed migrations/*.sql
@@ -76,6 +79,21 @@ func SchemaVersion() int {
 // ErrNoState means the state file does not exist and was not to be created.
 var ErrNoState = errors.New("no state")
 
+// Reason codes of states nlx will not open. The file is left exactly as it
+// was.
+const (
+	// CodeNotAnNlxState: the file is a database (or not even that) without
+	// nlx's tables; nlx never adds them to someone else's database.
+	CodeNotAnNlxState = "not_an_nlx_state"
+	// CodeStateDamaged: an nlx state missing what every state has (its
+	// lineage row); it is never reinitialised, which would restart the
+	// serial and forget what the plans made against it were bound to.
+	CodeStateDamaged = "state_damaged"
+	// CodeStateOutdated: a reading command found a state from an older
+	// nlx; reading commands never migrate, `nlx state upgrade` does.
+	CodeStateOutdated = "state_outdated"
+)
+
 // NewerSchemaError refuses a state written by a newer nlx. The file is left
 // exactly as it was.
 type NewerSchemaError struct {
@@ -89,16 +107,21 @@ func (e *NewerSchemaError) Error() string {
 
 // Options tune Open.
 type Options struct {
-	MustExist bool             // refuse with ErrNoState instead of creating the file
-	Now       func() time.Time // clock; time.Now by default
+	MustExist bool // refuse with ErrNoState instead of creating the file
+	// ReadOnly opens the state for reading only: nothing is created,
+	// migrated or repaired, and no write is ever attempted, so a reading
+	// command works on a read-only file or directory. MustExist is implied.
+	ReadOnly bool
+	Now      func() time.Time // clock; time.Now by default
 }
 
 // DB is an open state.
 type DB struct {
-	path string
-	rdb  *sql.DB // deferred transactions: consistent snapshots for readers
-	wdb  *sql.DB // BEGIN IMMEDIATE: one writer at a time, waiting its turn
-	now  func() time.Time
+	path     string
+	rdb      *sql.DB // deferred transactions: consistent snapshots for readers
+	wdb      *sql.DB // BEGIN IMMEDIATE: one writer at a time, waiting its turn; nil when read-only
+	now      func() time.Time
+	readOnly bool
 }
 
 // DefaultPath is where the state lives without --state: $NLX_STATE, else
@@ -135,8 +158,10 @@ func dsn(uri string, extra string) string {
 }
 
 // Open opens the state at path, creating it (and its directory) on first
-// use, and brings its schema up to date. A state from a newer nlx is refused
-// before anything is written to it.
+// use, and brings its schema up to date. A state from a newer nlx, a
+// database that is not an nlx state and a damaged state are refused before
+// anything is written to them. With Options.ReadOnly nothing is ever
+// written.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -149,9 +174,9 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, statErr := os.Stat(path)
+	fi, statErr := os.Stat(path)
 	switch {
-	case errors.Is(statErr, os.ErrNotExist) && opts.MustExist:
+	case errors.Is(statErr, os.ErrNotExist) && (opts.MustExist || opts.ReadOnly):
 		return nil, fmt.Errorf("%w at %s", ErrNoState, path)
 	case errors.Is(statErr, os.ErrNotExist):
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -159,9 +184,25 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		}
 	case statErr != nil:
 		return nil, fmt.Errorf("state %s: %w", path, statErr)
+	case !fi.Mode().IsRegular():
+		return nil, plan.Refusef(CodeNotAnNlxState, "state %s is not a regular file", path)
 	default:
-		if err := checkVersion(ctx, path, uri, len(ms)); err != nil {
+		found, err := inspect(ctx, path, inspectDSN(path, uri), len(ms))
+		if err != nil {
 			return nil, err
+		}
+		if opts.ReadOnly {
+			if found.fresh {
+				return nil, plan.Refusef(CodeNotAnNlxState, "%s is an empty database, not an nlx state; nothing was changed", path)
+			}
+			if found.version < len(ms) {
+				return nil, plan.Refusef(CodeStateOutdated, "state %s has schema version %d, older than this nlx's %d; reading commands never migrate it: run `nlx state upgrade` (or any apply)", path, found.version, len(ms))
+			}
+			rdb, err := sql.Open("sqlite", readOnlyDSN(path, uri))
+			if err != nil {
+				return nil, fmt.Errorf("open state %s: %w", path, err)
+			}
+			return &DB{path: path, rdb: rdb, now: opts.Now, readOnly: true}, nil
 		}
 	}
 	wdb, err := sql.Open("sqlite", dsn(uri, "&_txlock=immediate"))
@@ -184,6 +225,36 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	return db, nil
+}
+
+// inspectDSN opens the file read-only to see what it is before anything is
+// written. Without a -wal file beside it (nobody is writing it now) it is
+// opened immutable: a read-only connection to a WAL database creates -wal
+// and -shm files where it can, and cannot remove them.
+func inspectDSN(path, uri string) string {
+	params := "?mode=ro&_pragma=busy_timeout(15000)"
+	if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
+		params += "&immutable=1"
+	}
+	return uri + params
+}
+
+// readOnlyDSN is how a reading command opens the state. Where this process
+// may write the directory, the connection is an ordinary one limited to
+// queries (query_only): it coordinates with a concurrent writer through the
+// -wal and -shm files as every connection does, and the last one to close
+// removes them, so the files end as they were. Where it may not (a state
+// directory this user cannot write), the file is opened read-only, and
+// immutable when no -wal file shows a writer at work.
+func readOnlyDSN(path, uri string) string {
+	if unix.Access(filepath.Dir(path), unix.W_OK) == nil && unix.Access(path, unix.W_OK) == nil {
+		return uri + "?mode=rw&_pragma=query_only(1)&_pragma=busy_timeout(15000)&_pragma=foreign_keys(1)"
+	}
+	params := "?mode=ro&_pragma=busy_timeout(15000)"
+	if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
+		params += "&immutable=1"
+	}
+	return uri + params
 }
 
 // walMode switches the file to write-ahead logging (which persists in the
@@ -211,44 +282,98 @@ func walMode(ctx context.Context, db *sql.DB) error {
 	return fmt.Errorf("set WAL mode: %w", err)
 }
 
-// checkVersion reads the schema version of an existing file through a
-// read-only connection, so that a newer state is never touched. Without a
-// -wal file beside it the file is opened immutable: a read-only connection
-// to a WAL database would otherwise create -wal and -shm files it cannot
-// remove.
-func checkVersion(ctx context.Context, path, uri string, support int) error {
-	params := "?mode=ro&_pragma=busy_timeout(15000)"
-	if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
-		params += "&immutable=1"
-	}
-	ro, err := sql.Open("sqlite", uri+params)
+// found is what inspect learnt of an existing file.
+type found struct {
+	fresh   bool // an empty database: no tables at all
+	version int  // the newest migration recorded
+}
+
+// inspect reads what an existing file is through a read-only connection, so
+// that a newer state, a foreign database or a damaged state is never
+// touched: an empty database is fresh (a first use may initialise it); one
+// with nlx's tables and its lineage row is a state; anything else is
+// refused.
+func inspect(ctx context.Context, path, roDSN string, support int) (found, error) {
+	ro, err := sql.Open("sqlite", roDSN)
 	if err != nil {
-		return fmt.Errorf("open state %s: %w", path, err)
+		return found{}, fmt.Errorf("open state %s: %w", path, err)
 	}
 	defer ro.Close()
-	var n int
-	err = ro.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&n)
+	rows, err := ro.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
 	if err != nil {
-		return fmt.Errorf("read state %s: %w", path, err)
+		if strings.Contains(err.Error(), "file is not a database") || strings.Contains(err.Error(), "SQLITE_NOTADB") {
+			return found{}, plan.Refusef(CodeNotAnNlxState, "%s is not an nlx state (not a SQLite database); nothing was changed", path)
+		}
+		return found{}, fmt.Errorf("read state %s: %w", path, err)
 	}
-	if n == 0 {
-		return nil
+	tables := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return found{}, fmt.Errorf("read state %s: %w", path, err)
+		}
+		tables[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return found{}, fmt.Errorf("read state %s: %w", path, err)
+	}
+	if len(tables) == 0 {
+		return found{fresh: true}, nil
+	}
+	if !tables["schema_migrations"] || !tables["lineage"] {
+		return found{}, plan.Refusef(CodeNotAnNlxState, "%s is a SQLite database with %d table(s) but not nlx's (no schema_migrations or lineage table); nlx never adds its tables to another database, and nothing was changed", path, len(tables))
 	}
 	var v sql.NullInt64
 	if err := ro.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil {
-		return fmt.Errorf("read state %s: %w", path, err)
+		return found{}, fmt.Errorf("read state %s: %w", path, err)
 	}
 	if int(v.Int64) > support {
-		return &NewerSchemaError{Path: path, Found: int(v.Int64), Support: support}
+		return found{}, &NewerSchemaError{Path: path, Found: int(v.Int64), Support: support}
+	}
+	if err := lineageExists(ctx, ro, path); err != nil {
+		return found{}, err
+	}
+	return found{version: int(v.Int64)}, nil
+}
+
+// lineageExists refuses a state without its lineage row.
+func lineageExists(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, path string) error {
+	var n int
+	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM lineage WHERE id = 1`).Scan(&n); err != nil {
+		return fmt.Errorf("read state %s: %w", path, err)
+	}
+	if n != 1 {
+		return plan.Refusef(CodeStateDamaged, "state %s has no lineage row: it is damaged, and nlx will not reinitialise it (that would restart its serial); restore it from a backup, and nothing was changed", path)
 	}
 	return nil
 }
 
 // migrate applies the migrations the file lacks, each recorded, all in one
 // immediate transaction so concurrent first uses cannot both migrate; and
-// sets the lineage once.
+// sets the lineage once, when it creates the state.
 func (db *DB) migrate(ctx context.Context, ms []Migration) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
+		var tables int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table'`).Scan(&tables); err != nil {
+			return fmt.Errorf("read state tables: %w", err)
+		}
+		fresh := tables == 0
+		if !fresh {
+			// Checked again under the write lock: another first use may
+			// have initialised the file since inspect, or something else
+			// written it.
+			var nlx int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('schema_migrations', 'lineage')`).Scan(&nlx); err != nil {
+				return fmt.Errorf("read state tables: %w", err)
+			}
+			if nlx != 2 {
+				return plan.Refusef(CodeNotAnNlxState, "%s is a SQLite database but not nlx's state; nothing was changed", db.path)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT NOT NULL,
@@ -262,6 +387,11 @@ func (db *DB) migrate(ctx context.Context, ms []Migration) error {
 		if int(cur.Int64) > len(ms) {
 			return &NewerSchemaError{Path: db.path, Found: int(cur.Int64), Support: len(ms)}
 		}
+		if !fresh {
+			if err := lineageExists(ctx, tx, db.path); err != nil {
+				return err
+			}
+		}
 		for _, m := range ms[cur.Int64:] {
 			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 				return fmt.Errorf("state migration %04d_%s: %w", m.Version, m.Name, err)
@@ -271,11 +401,14 @@ func (db *DB) migrate(ctx context.Context, ms []Migration) error {
 				return fmt.Errorf("record migration %d: %w", m.Version, err)
 			}
 		}
+		if !fresh {
+			return nil
+		}
 		lineage, err := newLineage()
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO lineage (id, lineage, serial, created_at) VALUES (1, ?, 0, ?)`, lineage, db.stamp())
+		_, err = tx.ExecContext(ctx, `INSERT INTO lineage (id, lineage, serial, created_at) VALUES (1, ?, 0, ?)`, lineage, db.stamp())
 		if err != nil {
 			return fmt.Errorf("set lineage: %w", err)
 		}
@@ -297,8 +430,15 @@ func newLineage() (string, error) {
 
 // Close closes the state.
 func (db *DB) Close() error {
+	if db.wdb == nil {
+		return db.rdb.Close()
+	}
 	return errors.Join(db.wdb.Close(), db.rdb.Close())
 }
+
+// ErrReadOnly means a write was attempted on a state opened read-only: a
+// defect in the command, never something a user can cause.
+var ErrReadOnly = errors.New("state opened read-only")
 
 // Path is the state file.
 func (db *DB) Path() string { return db.path }
@@ -307,6 +447,9 @@ func (db *DB) stamp() string { return db.now().UTC().Format(time.RFC3339Nano) }
 
 // write runs fn in an immediate transaction.
 func (db *DB) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	if db.wdb == nil {
+		return fmt.Errorf("state %s: %w", db.path, ErrReadOnly)
+	}
 	tx, err := db.wdb.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("state %s: begin: %w", db.path, err)
