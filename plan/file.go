@@ -6,9 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/nlx-dev/nlx/schema"
 	"io"
+	"io/fs"
 	"os"
+	"syscall"
+
+	"github.com/nlx-dev/nlx/internal/bytesize"
+	"github.com/nlx-dev/nlx/schema"
 )
 
 // Refusal is an error with a stable reason code. Every refusal nlx makes is
@@ -30,6 +34,7 @@ const (
 	CodePlanHashMismatch = "plan_hash_mismatch" // the file was changed after it was written
 	CodeUnknownFormat    = "unknown_plan_format"
 	CodeInvalidPlan      = "invalid_plan_file"
+	CodePlanTooLarge     = "plan_too_large" // over MaxPlanBytes
 )
 
 // JSON encodes v compactly without HTML escaping: the one encoding nlx
@@ -62,8 +67,9 @@ func Encode(p *Plan) ([]byte, error) {
 	if !bytes.HasSuffix(canon, []byte(tail)) {
 		return nil, fmt.Errorf("encode plan: plan_hash is not the last field")
 	}
-	out := make([]byte, 0, len(canon)+80)
-	out = append(out, canon[:len(canon)-len(tail)]...)
+	// In place: canonical allocates room to spare, and copying an 11 MB
+	// plan costs its page faults on the first plan's critical path.
+	out := canon[:len(canon)-len(tail)]
 	out = append(out, `"plan_hash":"`...)
 	out = append(out, p.PlanHash...)
 	out = append(out, "\"}\n"...)
@@ -94,11 +100,61 @@ func WriteFile(path string, p *Plan) error {
 	return nil
 }
 
-// ReadFile reads and verifies the plan file at path.
+// EnvMaxPlanBytes overrides DefaultMaxPlanBytes.
+const EnvMaxPlanBytes = "NLX_MAX_PLAN_BYTES"
+
+// DefaultMaxPlanBytes is the largest plan file nlx reads. The 14,002-
+// resource benchmark fleet's first plan is 11 MB, so this holds ten times
+// that fleet; reading a plan takes about five times its size in memory, so
+// the largest one still fits an 8 GB Raspberry Pi beside its providers.
+const DefaultMaxPlanBytes = 128 << 20
+
+// MaxPlanBytes is the plan size limit: $NLX_MAX_PLAN_BYTES (bytes, or with
+// a Ki, Mi or Gi suffix), else DefaultMaxPlanBytes.
+func MaxPlanBytes() (int64, error) {
+	v := os.Getenv(EnvMaxPlanBytes)
+	if v == "" {
+		return DefaultMaxPlanBytes, nil
+	}
+	n, err := bytesize.Parse(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", EnvMaxPlanBytes, err)
+	}
+	return n, nil
+}
+
+// ReadFile reads and verifies the plan file at path. Only a regular file is
+// read, and only up to MaxPlanBytes: a device, a FIFO or a directory is
+// refused (invalid_plan_file) before a byte of it is read, a larger file
+// with plan_too_large.
 func ReadFile(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	limit, err := MaxPlanBytes()
+	if err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: opening a FIFO with no writer would block until one
+	// came, whatever signal nlx got meanwhile.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, Refusef(CodeInvalidPlan, "%s is not a regular file (%s); a plan file is one that nlx plan --out wrote", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > limit {
+		return nil, tooLarge(path, limit)
+	}
+	data, over, err := readLimited(f, limit, fi.Size())
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read plan: %w", err)
+	case over: // it grew since the stat
+		return nil, tooLarge(path, limit)
 	}
 	return readBytes(data)
 }
@@ -106,13 +162,57 @@ func ReadFile(path string) (*Plan, error) {
 // Read decodes a plan file and verifies its version, its shape and its hash.
 // The file must be the canonical encoding (whitespace aside): unknown,
 // repeated, reordered or differently cased keys are refused, so what a
-// reviewer reads in the file is what apply does.
+// reviewer reads in the file is what apply does. It reads at most
+// MaxPlanBytes; more is plan_too_large.
 func Read(r io.Reader) (*Plan, error) {
-	data, err := io.ReadAll(r)
+	limit, err := MaxPlanBytes()
 	if err != nil {
+		return nil, err
+	}
+	data, over, err := readLimited(r, limit, 0)
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("read plan: %w", err)
+	case over:
+		return nil, tooLarge("the plan", limit)
 	}
 	return readBytes(data)
+}
+
+// readLimited reads r to its end, or reports that it holds more than limit
+// bytes; size, when known, saves growing the buffer.
+func readLimited(r io.Reader, limit, size int64) (data []byte, over bool, err error) {
+	var b bytes.Buffer
+	if size > 0 {
+		b.Grow(int(size) + bytes.MinRead)
+	}
+	n, err := b.ReadFrom(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	return b.Bytes(), n > limit, nil
+}
+
+func tooLarge(what string, limit int64) error {
+	return Refusef(CodePlanTooLarge, "%s is larger than %s, the largest plan nlx reads; set %s higher (a byte count, or with a Ki, Mi or Gi suffix) to read it",
+		what, bytesize.Format(limit), EnvMaxPlanBytes)
+}
+
+// fileKind names a file type that is not a plan file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 func readBytes(data []byte) (*Plan, error) {

@@ -23,10 +23,12 @@ const (
 	CodeOwnerRequired     = "personal_workspace_owner"
 	CodeInvalidValue      = "invalid_value" // a value CUE cannot judge: a version, a cron line, a time zone
 	CodePolicyWidening    = "job_policy_wider_than_workspace"
-	CodeSkillPackage      = "skill_package"    // SKILL.md missing or not in the Agent Skills format
-	CodeNoConfig          = "no_config"        // the directory holds no .cue file
-	CodeJobPin            = "job_pin_mismatch" // a job's provider or billing pin contradicts its connection
-	CodeIO                = "io"               // a file could not be read
+	CodeSkillPackage      = "skill_package"      // SKILL.md missing or not in the Agent Skills format
+	CodeNoConfig          = "no_config"          // the directory holds no .cue file
+	CodeJobPin            = "job_pin_mismatch"   // a job's provider or billing pin contradicts its connection
+	CodeIO                = "io"                 // a file could not be read
+	CodeTooComplex        = "config_too_complex" // evaluating the config exceeds its budget (memory, CPU, time or stack)
+	CodeEscapingSymlink   = "escaping_symlink"   // a .cue file is a symbolic link leading out of the config directory
 )
 
 // Error is one configuration error, positioned at the offending field.

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -14,7 +15,12 @@ import (
 // exportedData is what `cue export DIR --out json` prints for a config.
 func exportedData(t *testing.T, dir string) map[string]any {
 	t.Helper()
-	files, _, err := readPackage(dir)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	files, _, err := readPackage(dir, root)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,9 @@ package schema
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -11,6 +13,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"cuelang.org/go/cue/token"
 )
 
 // InputFile is one file a config was made from.
@@ -65,32 +70,127 @@ func compactStrings(s []string) []string {
 
 // Rehash lists the inputs of the config in dir again, given the directories
 // an earlier Load recorded, without evaluating any CUE. Apply uses it to
-// prove that a config has not changed since it was planned.
+// prove that a config has not changed since it was planned. It reads the
+// files as Load does: a .cue file that leads out of dir is an
+// escaping_symlink error.
 func Rehash(dir string, dirs []string) (Inputs, error) {
 	var in Inputs
-	entries, err := os.ReadDir(dir)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return in, fmt.Errorf("read config directory: %w", err)
+	}
+	defer root.Close()
+	entries, err := readRootDir(root)
 	if err != nil {
 		return in, fmt.Errorf("read config directory: %w", err)
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".cue") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+		if !cueFile(e) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		data, _, err := readRegular(root, e.Name(), 0)
 		if err != nil {
-			return in, fmt.Errorf("read config file: %w", err)
+			return in, Errors{inputError(filepath.Join(dir, e.Name()), err)}
 		}
-		in.add(name, data)
+		in.add(e.Name(), data)
 	}
 	for _, d := range dirs {
-		if _, err := walkTree(dir, d, &in); err != nil {
+		if _, err := walkTree(root, d, &in); err != nil {
 			return in, err
 		}
 	}
 	in.Dirs = append(in.Dirs, dirs...)
 	in.finish()
 	return in, nil
+}
+
+// readRootDir lists root's own directory, the one its files are opened in.
+func readRootDir(root *os.Root) ([]fs.DirEntry, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	return entries, err
+}
+
+// errEscapes and errNotRegular are why readRegular refuses a file.
+var (
+	errEscapes    = errors.New("a symbolic link leading out of the config directory")
+	errNotRegular = errors.New("not a regular file (FIFOs, devices and directories are refused)")
+)
+
+// readRegular reads the file name inside root. The kernel resolves the name
+// against root's open directory, so a symbolic link (or a parent directory
+// swapped for one) cannot lead the read out of it, not even between a check
+// and the open; the open never blocks on a FIFO, and only a regular file is
+// read. A positive limit refuses a larger file, returning its size.
+func readRegular(root *os.Root, name string, limit int64) ([]byte, int64, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if escapes(root, name, err) {
+			return nil, 0, errEscapes
+		}
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, errNotRegular
+	}
+	if limit > 0 && fi.Size() > limit {
+		return nil, fi.Size(), fmt.Errorf("larger than %d bytes", limit)
+	}
+	data := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, int64(len(data)), nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(data) == cap(data) {
+			if limit > 0 && int64(len(data)) > limit {
+				return nil, int64(len(data)), fmt.Errorf("larger than %d bytes", limit)
+			}
+			data = append(data, 0)[:len(data)] // it grew since the stat
+		}
+	}
+}
+
+// escapes reports whether root refused to open name because it is a
+// symbolic link out of root. os.Root says so with an error of its own, not
+// an errno, which it keeps unexported.
+func escapes(root *os.Root, name string, err error) bool {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	if _, isErrno := pe.Err.(syscall.Errno); isErrno {
+		return false
+	}
+	fi, lerr := root.Lstat(name)
+	return lerr == nil && fi.Mode()&fs.ModeSymlink != 0
+}
+
+// inputError is the positioned error of a config file readRegular refused.
+func inputError(file string, err error) *Error {
+	pos := token.Position{Filename: file, Line: 1, Column: 1}
+	switch err {
+	case errEscapes:
+		return &Error{Pos: pos, Code: CodeEscapingSymlink,
+			Msg: filepath.Base(file) + " is a symbolic link leading out of the config directory; nlx reads only files inside it"}
+	case errNotRegular:
+		return &Error{Pos: pos, Code: CodeIO, Msg: filepath.Base(file) + " is " + errNotRegular.Error()}
+	}
+	return &Error{Pos: token.Position{Filename: file}, Code: CodeIO, Msg: err.Error()}
 }
 
 // Changed lists the paths that differ between two input sets.
@@ -113,46 +213,56 @@ func Changed(a, b Inputs) []string {
 	return out
 }
 
-// walkTree adds every regular file under rel (a slash path relative to root)
-// to in and returns the tree's digest. Symbolic links and other non-regular
-// files are refused: a package's content must be what is in the tree.
-func walkTree(root, rel string, in *Inputs) (string, error) {
+// walkTree adds every regular file under rel (a slash path relative to
+// root) to in and returns the tree's digest. Symbolic links and other
+// non-regular files are refused: a package's content must be what is in the
+// tree. Everything is read through root, so nothing outside it is.
+func walkTree(root *os.Root, rel string, in *Inputs) (string, error) {
 	if err := checkRelative(rel); err != nil {
 		return "", err
 	}
-	base := filepath.Join(root, filepath.FromSlash(rel))
-	if err := within(root, base); err != nil {
-		return "", fmt.Errorf("read %s: %w", rel, err)
+	rel = path.Clean(rel)
+	if fi, err := root.Lstat(rel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return "", fmt.Errorf("read %s: %s is a symbolic link (symbolic links and devices are refused)", rel, rel)
 	}
 	h := sha256.New()
-	err := filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
 			return nil
 		}
-		r, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		r = filepath.ToSlash(r)
 		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s is not a regular file (symbolic links and devices are refused)", r)
+			return fmt.Errorf("%s is not a regular file (symbolic links and devices are refused)", p)
 		}
-		data, err := os.ReadFile(p)
+		data, _, err := readRegular(root, p, 0)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", p, err)
 		}
-		in.add(r, data)
+		in.add(p, data)
 		f := in.Files[len(in.Files)-1]
-		fmt.Fprintf(h, "%s\x00%d\x00%s\n", strings.TrimPrefix(r, rel+"/"), f.Size, f.SHA256)
+		fmt.Fprintf(h, "%s\x00%d\x00%s\n", strings.TrimPrefix(p, rel+"/"), f.Size, f.SHA256)
 		return nil
 	})
 	if err != nil {
+		if isEscape(err) {
+			return "", fmt.Errorf("read %s: %s leaves the config directory through a symbolic link", rel, rel)
+		}
 		return "", fmt.Errorf("read %s: %w", rel, err)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// isEscape reports an error of os.Root refusing a path out of it: a
+// *PathError whose cause is not an errno.
+func isEscape(err error) bool {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	_, isErrno := pe.Err.(syscall.Errno)
+	return !isErrno && pe.Err != errNotRegular && pe.Err != errEscapes
 }
 
 // checkRelative refuses absolute paths and paths that leave the config
@@ -164,24 +274,6 @@ func checkRelative(rel string) error {
 	clean := path.Clean(rel)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
 		return fmt.Errorf("path %q leaves the config directory", rel)
-	}
-	return nil
-}
-
-// within refuses a path that, once symbolic links in its parents are
-// resolved, is outside root.
-func within(root, p string) error {
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return err
-	}
-	realParent, err := filepath.EvalSymlinks(filepath.Dir(p))
-	if err != nil {
-		return err
-	}
-	r, err := filepath.Rel(realRoot, realParent)
-	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
-		return fmt.Errorf("%s leaves the config directory through a symbolic link", p)
 	}
 	return nil
 }

@@ -25,14 +25,14 @@ func (l *loader) loadSkills(cfg *Config) {
 		s := cfg.Skills[name]
 		sel := at("skills", name, "path")
 		rel := path.Clean(filepath.ToSlash(s.Path))
-		digest, err := walkTree(l.dir, rel, &l.inputs)
+		digest, err := walkTree(l.root, rel, &l.inputs)
 		if err != nil {
 			l.addAt(sel, CodeSkillPackage, "skill package: %v", err)
 			continue
 		}
 		l.inputs.Dirs = append(l.inputs.Dirs, rel)
 		s.Digest = digest
-		fm, err := readFrontmatter(filepath.Join(l.dir, filepath.FromSlash(rel), "SKILL.md"))
+		fm, err := readFrontmatter(l.root, path.Join(rel, "SKILL.md"))
 		if err != nil {
 			l.addAt(sel, CodeSkillPackage, "skill package %s: %v", rel, err)
 			continue
@@ -52,8 +52,8 @@ func (l *loader) loadSkills(cfg *Config) {
 	}
 }
 
-func readFrontmatter(file string) (*skillFrontmatter, error) {
-	data, err := os.ReadFile(file)
+func readFrontmatter(root *os.Root, file string) (*skillFrontmatter, error) {
+	data, _, err := readRegular(root, file, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read SKILL.md: %w", err)
 	}

@@ -88,6 +88,21 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			// Every script gets its own state unless it says otherwise.
 			env.Setenv("NLX_STATE", filepath.Join(env.WorkDir, "state", "state.db"))
+			// Providers run as a user without a passwd entry (nlx would
+			// create nlx-provider otherwise), which bubblewrap, running as
+			// it, must reach the workspaces from: every directory above
+			// the work directory searchable.
+			env.Setenv("NLX_PROVIDER_USER", "61234:61234")
+			// Launch ids name host-wide cgroups: unique per run, so that a
+			// failed run's leftovers never meet the next.
+			env.Setenv("RUNID", fmt.Sprintf("%x", time.Now().UnixNano()))
+			for d := env.WorkDir; d != "/"; d = filepath.Dir(d) {
+				if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+					if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
+						return err
+					}
+				}
+			}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -96,6 +111,7 @@ func TestScripts(t *testing.T) {
 			"replace":    cmdReplace,
 			"waitlock":   cmdWaitlock,
 			"waitlaunch": cmdWaitlaunch,
+			"gencue":     cmdGencue,
 		},
 	})
 }
@@ -149,6 +165,25 @@ func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s does not contain %q", args[0], old)
 	}
 	ts.Check(os.WriteFile(file, []byte(strings.Replace(string(data), old, repl, 1)), 0o644))
+}
+
+// gencue BOMB FILE [PACKAGE] writes one of testgen.Bombs (package x unless
+// given): they are megabytes, too big for a script's archive.
+func cmdGencue(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: gencue BOMB FILE [PACKAGE]")
+	}
+	gen := testgen.Bombs[args[0]]
+	if gen == nil {
+		ts.Fatalf("gencue: no bomb %q (have %s)", args[0], strings.Join(testgen.BombNames(), ", "))
+	}
+	pkg := "x"
+	if len(args) == 3 {
+		pkg = args[2]
+	}
+	file := ts.MkAbs(args[1])
+	ts.Check(os.MkdirAll(filepath.Dir(file), 0o755))
+	ts.Check(os.WriteFile(file, gen(pkg), 0o644))
 }
 
 // waitlock STATE waits until some process holds the state lock.

@@ -29,7 +29,7 @@ state; $NLX_IMAGE_STORE overrides it).`,
 // buildImage builds the images entry name of the config in dir into the
 // store (and the image's own output layout, if any).
 func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, error) {
-	cfg, err := schema.Load(ctx, dir)
+	cfg, err := schema.LoadBudgeted(ctx, dir, schema.DefaultBudget())
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/schema"
 )
 
 func main() {
@@ -21,6 +22,9 @@ func main() {
 	// re-executes nlx to join its cgroup before the sandbox starts; in
 	// that child this never returns.
 	isolate.Reexec()
+	// nlx evaluates configs in a re-executed child under a budget (see
+	// schema.LoadBudgeted); in that child this never returns.
+	schema.ServeChild()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], &IO{
 		In:          os.Stdin,
@@ -31,5 +35,6 @@ func main() {
 		ErrTerminal: term.IsTerminal(int(os.Stderr.Fd())),
 	})
 	stop()
+	schema.Reap()
 	os.Exit(int(code))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -115,12 +114,9 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 		snap, err := a.planSnapshot(ctx)
 		done <- snapshot{snap, err}
 	}()
-	cfg, err := schema.Load(ctx, dir)
-	if cfg != nil && totalSize(cfg.Inputs.Files) > 1<<20 {
-		// CUE's evaluation of a large config is garbage now; collect it
-		// before the plan allocates, so the two do not add up in RSS.
-		runtime.GC()
-	}
+	// CUE evaluates in a child process under a budget: its memory is the
+	// child's and gone when it exits, so none of it adds to the plan's.
+	cfg, err := schema.LoadBudgeted(ctx, dir, schema.DefaultBudget())
 	st := <-done
 	if err != nil {
 		return nil, err
@@ -133,14 +129,6 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 		return nil, err
 	}
 	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins})
-}
-
-func totalSize(files []schema.InputFile) int64 {
-	var n int64
-	for _, f := range files {
-		n += f.Size
-	}
-	return n
 }
 
 // resolveImages pins every image a workspace uses: built ones are built

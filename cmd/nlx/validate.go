@@ -26,7 +26,7 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			cfg, err := schema.Load(cmd.Context(), dir)
+			cfg, err := schema.LoadBudgeted(cmd.Context(), dir, schema.DefaultBudget())
 			if err != nil {
 				return err
 			}
