@@ -80,8 +80,20 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 			return err
 		}
 	}
+	// The provider's user (a number: no passwd entry needed) owns its
+	// credential home and reaches it, as bubblewrap running as it must.
+	if err := os.Chown(filepath.Join(dir, "credentials/w/codex"), 61234, 61234); err != nil {
+		return err
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
+				return err
+			}
+		}
+	}
 	env := append(os.Environ(), "NLX_STATE="+filepath.Join(dir, "state.db"), "NLX_WORKSPACE_ROOT="+filepath.Join(dir, "workspaces"),
-		"NLX_CREDENTIAL_ROOT="+filepath.Join(dir, "credentials"), "NLX_ACTOR=bench")
+		"NLX_CREDENTIAL_ROOT="+filepath.Join(dir, "credentials"), "NLX_ACTOR=bench", "NLX_PROVIDER_USER=61234:61234")
 	apply := exec.CommandContext(ctx, nlx, "apply", cfg, "--yes")
 	apply.Env = env
 	if msg, err := apply.CombinedOutput(); err != nil {
@@ -89,7 +101,7 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 	}
 	var rss series
 	for i := 0; i < 5; i++ {
-		cmd := exec.CommandContext(ctx, nlx, "exec", "--config", cfg, "--workspace", "w", "--connection", "c", "--", "/bin/true")
+		cmd := exec.CommandContext(ctx, nlx, "exec", "--workspace", "w", "--connection", "c", "--", "/bin/true")
 		cmd.Env = env
 		s, err := measure(cmd)
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,14 +94,24 @@ func rawLaunch(b *testing.B, be Backend, req Request, state string) (func() erro
 	if err != nil {
 		b.Fatal(err)
 	}
+	var cred *syscall.Credential
 	run := func(args ...string) error {
-		if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
+		cmd := exec.Command(path, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %v: %s", be, err, out)
 		}
 		return nil
 	}
 	if be == Bwrap {
-		args, err := bwrapArgs(s)
+		// The raw peer runs as the provider's user too, with the same
+		// mounts by path, without the seccomp filter and the read-only
+		// .git and .nlx (bound by handles nlx holds): what those cost
+		// shows in the ratio.
+		s.Linux.Seccomp = nil
+		s.Linux.ReadonlyPaths = slices.DeleteFunc(s.Linux.ReadonlyPaths, func(p string) bool { return strings.HasPrefix(p, WorkspacePath+"/") })
+		cred = bwrapCredential(s)
+		args, err := bwrapArgs(s, bwrapFDs{seccomp: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

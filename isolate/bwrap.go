@@ -9,23 +9,37 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// bwrapCovered are the read-only /proc paths bubblewrap's own --proc
-// already re-binds read-only.
-var bwrapCovered = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}
+// bwrapFDs are the descriptors bubblewrap inherits for a launch: the
+// seccomp program, and the open handles of bind sources by destination
+// (see open.go). Numbers are as bubblewrap sees them.
+type bwrapFDs struct {
+	seccomp int            // -1: none
+	binds   map[string]int // destination -> fd
+}
 
 // bwrapArgs translates s into bubblewrap arguments (without the binary).
 // What bubblewrap cannot express is an error, never silently dropped:
-// namespaces joined by path, capabilities kept, another user.
-func bwrapArgs(s *specs.Spec) ([]string, error) {
+// namespaces joined by path, capabilities kept, another user, a seccomp
+// filter without its descriptor.
+func bwrapArgs(s *specs.Spec, fds bwrapFDs) ([]string, error) {
 	if s.Process == nil || s.Linux == nil || s.Root == nil {
 		return nil, fmt.Errorf("bwrap: spec without process, root or linux section")
 	}
 	p := s.Process
 	args := []string{"--new-session", "--die-with-parent"}
+	if s.Linux.Seccomp != nil {
+		if fds.seccomp < 0 {
+			return nil, fmt.Errorf("bwrap: the spec has a seccomp filter and no descriptor carries its program")
+		}
+		// Loaded last, just before the provider is executed: bubblewrap's
+		// own setup (mounts, namespaces) is not filtered.
+		args = append(args, "--seccomp", strconv.Itoa(fds.seccomp))
+	}
 
 	hasMount, hasUTS := false, false
 	for _, ns := range s.Linux.Namespaces {
@@ -59,9 +73,16 @@ func bwrapArgs(s *specs.Spec) ([]string, error) {
 		args = append(args, "--hostname", s.Hostname)
 	}
 
-	if int(p.User.UID) != os.Geteuid() || int(p.User.GID) != os.Getegid() {
-		return nil, fmt.Errorf("bwrap: runs the process as the calling user (%d:%d), not %d:%d",
-			os.Geteuid(), os.Getegid(), p.User.UID, p.User.GID)
+	asOther, err := bwrapAsOther(p.User)
+	if err != nil {
+		return nil, err
+	}
+	if asOther || os.Geteuid() != 0 {
+		// bubblewrap runs as the provider's user (started so, see
+		// bwrapCredential), unprivileged: it builds the sandbox in a user
+		// namespace of its own, mapping only that user, and no process
+		// inside may make another one.
+		args = append(args, "--unshare-user", "--disable-userns")
 	}
 	if c := p.Capabilities; c != nil {
 		if len(c.Bounding)+len(c.Effective)+len(c.Inheritable)+len(c.Permitted)+len(c.Ambient) > 0 {
@@ -69,9 +90,7 @@ func bwrapArgs(s *specs.Spec) ([]string, error) {
 		}
 		// Unprivileged bubblewrap keeps none anyway; as root it would keep
 		// them all, bounding set included.
-		if os.Geteuid() == 0 {
-			args = append(args, "--cap-drop", "ALL")
-		}
+		args = append(args, "--cap-drop", "ALL")
 	}
 
 	args = append(args, "--clearenv")
@@ -85,7 +104,11 @@ func bwrapArgs(s *specs.Spec) ([]string, error) {
 		// mount points below can be created, and made read-only at the
 		// end. (A relative root names an empty bundle directory, which is
 		// what bubblewrap's own tmpfs root already is.)
-		args = append(args, "--bind", s.Root.Path, "/")
+		if fd, ok := fds.binds["/"]; ok {
+			args = append(args, "--bind-fd", strconv.Itoa(fd), "/")
+		} else {
+			args = append(args, "--bind", s.Root.Path, "/")
+		}
 	}
 
 	devDone := false
@@ -123,25 +146,58 @@ func bwrapArgs(s *specs.Spec) ([]string, error) {
 				args = append(args, "--remount-ro", m.Destination)
 			}
 		case m.Type == "bind" || (m.Type == "none" && (slices.Contains(m.Options, "bind") || slices.Contains(m.Options, "rbind"))):
-			// bubblewrap binds are always recursive, nosuid and nodev.
-			op := "--bind"
-			if ro {
-				op = "--ro-bind"
+			// bubblewrap binds are always recursive, nosuid and nodev. A
+			// source nlx holds open is bound by its handle: bubblewrap then
+			// also checks that what it mounted is that inode.
+			op, src := "--bind", m.Source
+			if fd, ok := fds.binds[m.Destination]; ok {
+				op, src = "--bind-fd", strconv.Itoa(fd)
 			}
-			args = append(args, op, m.Source, m.Destination)
+			if ro {
+				op = strings.Replace(op, "--bind", "--ro-bind", 1)
+			}
+			args = append(args, op, src, m.Destination)
 		default:
 			return nil, fmt.Errorf("bwrap: unsupported mount type %q at %s", m.Type, m.Destination)
 		}
 	}
 
-	// Masked and read-only /proc paths: a file is covered by /dev/null, a
-	// directory by an empty read-only tmpfs. The host's /proc tells which
-	// exist: it is the same kernel.
-	readonly := slices.DeleteFunc(slices.Clone(s.Linux.ReadonlyPaths), func(p string) bool { return slices.Contains(bwrapCovered, p) })
-	for _, path := range append(slices.Clone(s.Linux.MaskedPaths), readonly...) {
+	// Masked and read-only kernel paths (under /proc, and /sys where the
+	// spec mounts it). bubblewrap's own --proc re-binds /proc/sys and a few
+	// others read-only only where access(2) calls them writable, which,
+	// with every capability dropped, it does not of the directory, while
+	// the files in it stay writable by uid 0: nlx binds each read-only
+	// itself. The host's /proc tells which exist and is the source of the
+	// read-only binds: it is the same kernel, and a sysctl answers for the
+	// network namespace of whoever opens it. Masked: a file is covered by
+	// /dev/null, a directory by an empty read-only tmpfs.
+	mounted := func(p string) bool {
+		for _, m := range s.Mounts {
+			if (m.Destination == "/proc" || m.Destination == "/sys") && strings.HasPrefix(p, m.Destination+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, path := range s.Linux.ReadonlyPaths {
+		if strings.HasPrefix(path, WorkspacePath+"/") {
+			// Inside the workspace: only by the handle nlx checked.
+			fd, ok := fds.binds[path]
+			if !ok {
+				return nil, fmt.Errorf("bwrap: read-only path %s has no handle to bind", path)
+			}
+			args = append(args, "--ro-bind-fd", strconv.Itoa(fd), path)
+			continue
+		}
+		if _, err := os.Stat(path); err != nil || !mounted(path) {
+			continue
+		}
+		args = append(args, "--ro-bind", path, path)
+	}
+	for _, path := range s.Linux.MaskedPaths {
 		fi, err := os.Stat(path)
 		switch {
-		case err != nil:
+		case err != nil || !mounted(path):
 			continue
 		case fi.IsDir():
 			args = append(args, "--perms", "0555", "--tmpfs", path, "--remount-ro", path)
@@ -158,6 +214,29 @@ func bwrapArgs(s *specs.Spec) ([]string, error) {
 	}
 	args = append(args, "--")
 	return append(args, p.Args...), nil
+}
+
+// bwrapAsOther reports whether bubblewrap must be started as u, another
+// user than nlx's: only root can do that.
+func bwrapAsOther(u specs.User) (bool, error) {
+	euid, egid := uint32(os.Geteuid()), uint32(os.Getegid())
+	switch {
+	case u.UID == euid && u.GID == egid:
+		return false, nil
+	case euid == 0:
+		return true, nil
+	}
+	return false, fmt.Errorf("bwrap: runs the process as the calling user (%d:%d), not %d:%d", euid, egid, u.UID, u.GID)
+}
+
+// bwrapCredential is how bubblewrap is started for s: as the provider's
+// user when that is not nlx's.
+func bwrapCredential(s *specs.Spec) *syscall.Credential {
+	u := s.Process.User
+	if other, _ := bwrapAsOther(u); !other {
+		return nil
+	}
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
 }
 
 // bwrapProbeArgs is a trivial sandbox with the namespaces a launch uses.

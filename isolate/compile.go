@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -12,6 +13,9 @@ import (
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
 
 // systemDirs are bound read-only when the sandbox has no image root.
@@ -42,11 +46,14 @@ var skillName = regexp.MustCompile(`^[a-z0-9-]{1,64}$`)
 // forks it, and a shell.
 const minPids = 8
 
-// runc's defaults, minus /sys which the sandbox never mounts.
+// The kernel paths a sandbox may not write or read: runc's and Docker's
+// defaults (the /sys ones matter under danger_full_access, the only policy
+// that mounts /sys, read-only). Every backend enforces each of them.
 var (
 	maskedPaths = []string{
-		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+		"/sys/firmware", "/sys/devices/virtual/powercap",
 	}
 	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
@@ -60,11 +67,28 @@ var (
 // v1, memory.swap.max on v2) where the kernel accounts swap, and runc would
 // fail on kernels that do not.
 func Compile(req Request) (*specs.Spec, error) {
+	s, h, err := compile(req)
+	h.close()
+	return s, err
+}
+
+// compile is Compile, also returning the open handles of the spec's bind
+// sources that a provider could change (the workspace, what is protected
+// in it, the credential home, skills, the image root), by destination: a
+// backend binds those, never their paths again. The caller closes them.
+func compile(req Request) (*specs.Spec, handles, error) {
 	r, err := check(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	danger := req.Policy == DangerFullAccess
+	h := handles{}
+	keep := func(dest string, f *os.File) {
+		if f != nil {
+			h[dest] = f
+		}
+	}
+	defer r.close()
 
 	s := &specs.Spec{
 		Version:  specs.Version,
@@ -77,7 +101,7 @@ func Compile(req Request) (*specs.Spec, error) {
 			AnnotationBoundary:  BoundaryFilesystem,
 		},
 		Process: &specs.Process{
-			User: specs.User{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())},
+			User: r.user,
 			Args: slices.Clone(req.Command),
 			Cwd:  WorkspacePath,
 			// Empty, not nil: runc keeps every capability when the field
@@ -101,7 +125,13 @@ func Compile(req Request) (*specs.Spec, error) {
 	if req.RootFS != "" {
 		s.Root.Path = r.rootfs
 	}
+	if s.Linux.Seccomp, err = seccomp.Profile(); err != nil {
+		return nil, nil, refuse(seccomp.CodeUnavailable, "%v", err)
+	}
 
+	if req.RootFS != "" {
+		keep("/", r.take(&r.rootfsF))
+	}
 	if danger {
 		s.Annotations[AnnotationBoundary] = BoundaryNone
 		s.Root.Readonly = false
@@ -126,27 +156,46 @@ func Compile(req Request) (*specs.Spec, error) {
 				s.Mounts = append(s.Mounts, bind(r.resolvConf, r.resolvConf, true))
 			}
 		}
+		home := tmpfs(HomePath, "700")
+		// The provider's home is its own (runc mounts it as root).
+		home.Options = append(home.Options, fmt.Sprintf("uid=%d", r.user.UID), fmt.Sprintf("gid=%d", r.user.GID))
 		s.Mounts = append(s.Mounts,
 			tmpfs("/tmp", "1777"),
 			tmpfs("/home", "755"),
-			tmpfs(HomePath, "700"),
+			home,
 			tmpfs("/root", "700"),
 			bind(r.workspace, WorkspacePath, req.Policy == ReadOnly),
 		)
-		for _, p := range r.protected {
-			s.Mounts = append(s.Mounts, bind(p.src, p.dst, true))
+		if req.RootFS != "" && len(r.skills) > 0 {
+			// Where bubblewrap, as the provider's user, can make the
+			// skills' mount points: not in the image's own /opt.
+			s.Mounts = append(s.Mounts, tmpfs(SkillsPath, "755"))
+		}
+		keep(WorkspacePath, r.take(&r.workspaceF))
+		// What is protected inside the writable workspace is made
+		// read-only where it is inside the sandbox, never bound from its
+		// host path, which a provider of the same workspace may swap for
+		// a symlink at any time: runc resolves a read-only path inside the
+		// container's root, bubblewrap binds the handle opened here and
+		// checks the mounted inode is its.
+		for i, p := range r.protected {
+			s.Linux.ReadonlyPaths = append(s.Linux.ReadonlyPaths, p.dst)
+			keep(p.dst, r.take(&r.protected[i].f))
 		}
 		if r.credHome != "" {
 			// Read-write under every policy: providers refresh their
 			// tokens in place.
 			s.Mounts = append(s.Mounts, bind(r.credHome, CredentialPath, false))
+			keep(CredentialPath, r.take(&r.credHomeF))
 		}
-		for _, sk := range r.skills {
-			s.Mounts = append(s.Mounts, bind(sk.Dir, SkillsPath+"/"+sk.Name, true))
+		for i, sk := range r.skills {
+			dst := SkillsPath + "/" + sk.Name
+			s.Mounts = append(s.Mounts, bind(sk.Dir, dst, true))
+			keep(dst, r.take(&r.skillFs[i]))
 		}
 	}
 	s.Process.Env = environment(req, r)
-	return s, nil
+	return s, h, nil
 }
 
 func kernelMounts() []specs.Mount {
@@ -248,9 +297,42 @@ type resolved struct {
 	systemDirs []string
 	resolvConf string   // where /etc/resolv.conf leads, when outside the system directories
 	topLevel   []string // DangerFullAccess: the host's top-level entries
+
+	user specs.User // who the provider runs as
+
+	// The handles the paths above were read from (see open.go).
+	workspaceF, credHomeF, rootfsF *os.File
+	skillFs                        []*os.File
 }
 
-type protectedMount struct{ src, dst string }
+type protectedMount struct {
+	src, dst string
+	f        *os.File
+}
+
+// take hands *f over to the caller: close no longer closes it.
+func (r *resolved) take(f **os.File) *os.File {
+	g := *f
+	*f = nil
+	return g
+}
+
+// close closes the handles nobody took.
+func (r *resolved) close() {
+	if r == nil {
+		return
+	}
+	for _, f := range append([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF}, r.skillFs...) {
+		if f != nil {
+			f.Close()
+		}
+	}
+	for _, p := range r.protected {
+		if p.f != nil {
+			p.f.Close()
+		}
+	}
+}
 
 func check(req Request) (*resolved, error) {
 	switch req.Policy {
@@ -279,28 +361,49 @@ func check(req Request) (*resolved, error) {
 
 	r := &resolved{}
 	var err error
-	if r.workspace, err = checkWorkspace(req.WorkspaceRoot, req.WorkspaceDir); err != nil {
+	if r.user, err = checkUser(req.User); err != nil {
 		return nil, err
 	}
-	if r.protected, err = checkProtected(r.workspace); err != nil {
+	ok := false
+	defer func() {
+		if !ok {
+			r.close()
+		}
+	}()
+	if r.workspace, r.workspaceF, err = checkWorkspace(req.WorkspaceRoot, req.WorkspaceDir); err != nil {
+		return nil, err
+	}
+	if r.protected, err = checkProtected(r.workspaceF, r.workspace); err != nil {
 		return nil, err
 	}
 	credRoot := ""
-	if credRoot, r.credHome, err = checkCredentialHome(req.CredentialRoot, req.CredentialHome); err != nil {
+	if credRoot, r.credHome, r.credHomeF, err = checkCredentialHome(req.CredentialRoot, req.CredentialHome); err != nil {
 		return nil, err
 	}
 	if credRoot != "" && overlaps(credRoot, r.workspace) {
 		return nil, refuse(CodeCredentialHomeUnsafe, "credential root %s and workspace %s overlap: the workspace would expose other owners' credentials", credRoot, r.workspace)
 	}
-	if r.skills, err = checkSkills(req.Skills, credRoot); err != nil {
+	if r.skills, r.skillFs, err = checkSkills(req.Skills, credRoot); err != nil {
 		return nil, err
 	}
 	if req.RootFS != "" {
 		if req.Policy == DangerFullAccess {
 			return nil, refuse(CodeInvalidRequest, "danger_full_access runs on the host's filesystem and takes no image root")
 		}
-		if r.rootfs, err = checkDir(req.RootFS); err != nil {
+		if r.rootfs, r.rootfsF, err = checkDir(req.RootFS); err != nil {
 			return nil, refuse(CodeInvalidRequest, "image root: %v", err)
+		}
+	}
+	bound := []string{r.workspace, r.credHome, r.rootfs}
+	for _, sk := range r.skills {
+		bound = append(bound, sk.Dir)
+	}
+	for _, p := range bound {
+		if p == "" {
+			continue
+		}
+		if err := checkAncestors(p); err != nil {
+			return nil, err
 		}
 	}
 	for _, d := range systemDirs {
@@ -327,7 +430,25 @@ func check(req Request) (*resolved, error) {
 			r.topLevel = append(r.topLevel, e.Name())
 		}
 	}
+	ok = true
 	return r, nil
+}
+
+// checkUser decides who the provider runs as: the request's user, never
+// root; nlx's own user when nlx is not root (it cannot be anyone else).
+func checkUser(u *User) (specs.User, error) {
+	euid, egid := uint32(os.Geteuid()), uint32(os.Getegid())
+	switch {
+	case u == nil && euid == 0:
+		return specs.User{}, refuse(CodeProviderUserRoot, "no user to run the provider as, and nlx runs as root: providers never run as root")
+	case u == nil:
+		return specs.User{UID: euid, GID: egid}, nil
+	case u.UID == 0 || u.GID == 0:
+		return specs.User{}, refuse(CodeProviderUserRoot, "the provider user %d:%d is root's: providers never run as root", u.UID, u.GID)
+	case euid != 0 && (u.UID != euid || u.GID != egid):
+		return specs.User{}, refuse(CodeProviderUserUnavailable, "nlx runs as %d:%d and cannot run the provider as %d:%d (only root can)", euid, egid, u.UID, u.GID)
+	}
+	return specs.User{UID: u.UID, GID: u.GID}, nil
 }
 
 // checkStrings refuses what cannot cross exec: NUL bytes, and variable
@@ -352,64 +473,98 @@ func checkStrings(req Request) error {
 	return nil
 }
 
-func checkWorkspace(root, dir string) (string, error) {
+// checkWorkspace opens the workspace below its root: the kernel resolves
+// it, so a symlink leading out of the root is refused, and the handle is
+// what the sandbox binds.
+func checkWorkspace(root, dir string) (string, *os.File, error) {
+	outside := func(format string, args ...any) (string, *os.File, error) {
+		return "", nil, refuse(CodeWorkspaceOutsideRoot, format, args...)
+	}
 	if !filepath.IsAbs(root) || !filepath.IsAbs(dir) {
-		return "", refuse(CodeWorkspaceOutsideRoot, "workspace root %q and directory %q must be absolute", root, dir)
+		return outside("workspace root %q and directory %q must be absolute", root, dir)
 	}
-	rroot, err := filepath.EvalSymlinks(root)
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || !filepath.IsLocal(rel) || rel == "." {
+		return outside("workspace %s is not inside the workspace root %s", dir, root)
+	}
+	rootF, err := openDir(root)
 	if err != nil {
-		return "", refuse(CodeWorkspaceOutsideRoot, "workspace root: %v", err)
+		return outside("workspace root: %v", err)
 	}
-	rdir, err := checkDir(dir)
+	defer rootF.Close()
+	rroot, err := realPath(rootF)
 	if err != nil {
-		return "", refuse(CodeWorkspaceOutsideRoot, "workspace: %v", err)
+		return outside("workspace root: %v", err)
 	}
-	if !strictlyInside(rroot, rdir) {
-		return "", refuse(CodeWorkspaceOutsideRoot, "workspace %s resolves to %s, which is not inside the workspace root %s", dir, rdir, rroot)
+	f, err := openBeneath(rootF, rel, false)
+	if err != nil {
+		return outside("workspace: %v", err)
 	}
-	return rdir, nil
+	rdir, err := realPath(f)
+	if k, kerr := kind(f); err != nil || kerr != nil || k != 'd' || !strictlyInside(rroot, rdir) {
+		f.Close()
+		if err == nil {
+			err = kerr
+		}
+		if err == nil {
+			err = fmt.Errorf("it is %s, not a directory inside %s", rdir, rroot)
+		}
+		return outside("workspace %s: %v", dir, err)
+	}
+	return rdir, f, nil
 }
 
-// checkProtected finds .git and .nlx. One that is a symlink is followed,
-// and must stay inside the workspace: otherwise the read-only bind would
-// mount whatever it points at.
-func checkProtected(ws string) ([]protectedMount, error) {
+// checkProtected opens .git and .nlx below the workspace. One that is a
+// symlink is followed, and must stay inside the workspace: the read-only
+// bind then covers what it points at.
+func checkProtected(wsF *os.File, ws string) ([]protectedMount, error) {
 	var out []protectedMount
+	fail := func(err error) ([]protectedMount, error) {
+		for _, p := range out {
+			p.f.Close()
+		}
+		return nil, err
+	}
 	for _, name := range protectedEntries {
-		p := filepath.Join(ws, name)
-		fi, err := os.Lstat(p)
+		f, err := openBeneath(wsF, name, false)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
+		if errors.Is(err, errEscapes) {
+			return fail(refuse(CodeWorkspaceOutsideRoot, "%s points outside the workspace", filepath.Join(ws, name)))
+		}
 		if err != nil {
-			return nil, refuse(CodeWorkspaceOutsideRoot, "%s: %v", p, err)
+			return fail(refuse(CodeWorkspaceOutsideRoot, "%v", err))
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			out = append(out, protectedMount{src: p, dst: WorkspacePath + "/" + name})
-			continue
-		}
-		target, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return nil, refuse(CodeWorkspaceOutsideRoot, "%s: %v", p, err)
-		}
-		if !strictlyInside(ws, target) {
-			return nil, refuse(CodeWorkspaceOutsideRoot, "%s points outside the workspace, at %s", p, target)
+		target, err := realPath(f)
+		k, kerr := kind(f)
+		switch {
+		case err != nil || kerr != nil:
+			f.Close()
+			return fail(refuse(CodeWorkspaceOutsideRoot, "%s: %v", filepath.Join(ws, name), errors.Join(err, kerr)))
+		case !strictlyInside(ws, target):
+			f.Close()
+			return fail(refuse(CodeWorkspaceOutsideRoot, "%s points outside the workspace, at %s", filepath.Join(ws, name), target))
+		case k == '?':
+			f.Close()
+			return fail(refuse(CodeWorkspaceOutsideRoot, "%s is neither a directory nor a file", target))
 		}
 		rel, _ := filepath.Rel(ws, target)
-		out = append(out, protectedMount{src: target, dst: WorkspacePath + "/" + filepath.ToSlash(rel)})
+		out = append(out, protectedMount{src: target, dst: WorkspacePath + "/" + filepath.ToSlash(rel), f: f})
 	}
 	return out, nil
 }
 
-// checkCredentialHome returns the resolved credential root and home. It
-// walks the home one component at a time with Lstat, so that no symlink
-// anywhere below the root can redirect the mount to another owner's home.
-func checkCredentialHome(root, home string) (string, string, error) {
+// checkCredentialHome returns the resolved credential root and home, and
+// the home's handle. The home is opened below the root with no symlink
+// anywhere in it (RESOLVE_NO_SYMLINKS), so that no link below the root can
+// redirect the mount to another owner's home.
+func checkCredentialHome(root, home string) (string, string, *os.File, error) {
 	if root == "" && home == "" {
-		return "", "", nil
+		return "", "", nil, nil
 	}
-	unsafe := func(format string, args ...any) (string, string, error) {
-		return "", "", refuse(CodeCredentialHomeUnsafe, format, args...)
+	unsafe := func(format string, args ...any) (string, string, *os.File, error) {
+		return "", "", nil, refuse(CodeCredentialHomeUnsafe, format, args...)
 	}
 	switch {
 	case root == "":
@@ -423,69 +578,86 @@ func checkCredentialHome(root, home string) (string, string, error) {
 	case filepath.Clean(home) != home || slices.Contains(strings.Split(home, "/"), ".."):
 		return unsafe("credential home %q must be a clean path without ..", home)
 	}
-	rroot, err := filepath.EvalSymlinks(root)
+	rootF, err := openDir(root)
 	if err != nil {
 		return unsafe("credential root: %v", err)
 	}
-	p := rroot
-	var fi fs.FileInfo
-	for _, c := range strings.Split(home, "/") {
-		p = filepath.Join(p, c)
-		if fi, err = os.Lstat(p); err != nil {
-			return unsafe("credential home %s: %v", home, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return unsafe("credential home %s: %s is a symlink", home, p)
-		}
+	defer rootF.Close()
+	rroot, err := realPath(rootF)
+	if err != nil {
+		return unsafe("credential root: %v", err)
 	}
-	if !fi.IsDir() {
+	f, err := openBeneath(rootF, home, true)
+	if errors.Is(err, unix.ELOOP) {
+		return unsafe("credential home %s: a component of it is a symlink", home)
+	}
+	if err != nil {
+		return unsafe("credential home %s: %v", home, err)
+	}
+	p, err := realPath(f)
+	k, kerr := kind(f)
+	switch {
+	case err != nil || kerr != nil:
+		f.Close()
+		return unsafe("credential home %s: %v", home, errors.Join(err, kerr))
+	case k != 'd':
+		f.Close()
 		return unsafe("credential home %s is not a directory", p)
-	}
-	if !strictlyInside(rroot, p) {
+	case !strictlyInside(rroot, p):
+		f.Close()
 		return unsafe("credential home %s is not inside %s", p, rroot)
 	}
-	return rroot, p, nil
+	return rroot, p, f, nil
 }
 
-func checkSkills(skills []SkillMount, credRoot string) ([]SkillMount, error) {
+func checkSkills(skills []SkillMount, credRoot string) (_ []SkillMount, files []*os.File, err error) {
 	var out []SkillMount
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			files = nil
+		}
+	}()
 	seen := map[string]bool{}
 	for _, sk := range skills {
 		if !skillName.MatchString(sk.Name) {
-			return nil, refuse(CodeInvalidRequest, "skill name %q is not 1-64 of [a-z0-9-]", sk.Name)
+			return nil, files, refuse(CodeInvalidRequest, "skill name %q is not 1-64 of [a-z0-9-]", sk.Name)
 		}
 		if seen[sk.Name] {
-			return nil, refuse(CodeInvalidRequest, "skill %q is given twice", sk.Name)
+			return nil, files, refuse(CodeInvalidRequest, "skill %q is given twice", sk.Name)
 		}
 		seen[sk.Name] = true
 		if !filepath.IsAbs(sk.Dir) {
-			return nil, refuse(CodeInvalidRequest, "skill %s: directory %q must be absolute", sk.Name, sk.Dir)
+			return nil, files, refuse(CodeInvalidRequest, "skill %s: directory %q must be absolute", sk.Name, sk.Dir)
 		}
-		dir, err := checkDir(sk.Dir)
+		dir, f, err := checkDir(sk.Dir)
 		if err != nil {
-			return nil, refuse(CodeInvalidRequest, "skill %s: %v", sk.Name, err)
+			return nil, files, refuse(CodeInvalidRequest, "skill %s: %v", sk.Name, err)
 		}
+		files = append(files, f)
 		if credRoot != "" && overlaps(credRoot, dir) {
-			return nil, refuse(CodeCredentialHomeUnsafe, "skill %s directory %s overlaps the credential root %s", sk.Name, dir, credRoot)
+			return nil, files, refuse(CodeCredentialHomeUnsafe, "skill %s directory %s overlaps the credential root %s", sk.Name, dir, credRoot)
 		}
 		out = append(out, SkillMount{Name: sk.Name, Dir: dir})
 	}
-	return out, nil
+	return out, files, nil
 }
 
-func checkDir(p string) (string, error) {
-	rp, err := filepath.EvalSymlinks(p)
+// checkDir opens a directory an operator (or nlx) chose, and returns where
+// it really is.
+func checkDir(p string) (string, *os.File, error) {
+	f, err := openDir(p)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	fi, err := os.Stat(rp)
+	rp, err := realPath(f)
 	if err != nil {
-		return "", err
+		f.Close()
+		return "", nil, err
 	}
-	if !fi.IsDir() {
-		return "", &fs.PathError{Op: "check", Path: rp, Err: errors.New("not a directory")}
-	}
-	return rp, nil
+	return rp, f, nil
 }
 
 // strictlyInside reports whether p lies below dir (both clean and absolute).

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/isolate/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -91,11 +92,14 @@ func TestCompile(t *testing.T) {
 				if ro := slices.Contains(ws.Options, "ro"); ro != (policy == ReadOnly) {
 					t.Errorf("workspace read-only %v under %s", ro, policy)
 				}
-				wsIndex := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == WorkspacePath })
+				// Protected entries are read-only paths inside the sandbox,
+				// never binds of a host path a provider could swap.
 				for _, p := range []string{".git", ".nlx"} {
-					i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == WorkspacePath+"/"+p })
-					if i < wsIndex || !slices.Contains(s.Mounts[i].Options, "ro") {
-						t.Errorf("%s is not re-bound read-only over the workspace (index %d)", p, i)
+					if !slices.Contains(s.Linux.ReadonlyPaths, WorkspacePath+"/"+p) {
+						t.Errorf("%s is not a read-only path of the sandbox: %v", p, s.Linux.ReadonlyPaths)
+					}
+					if _, bound := mountAt(s, WorkspacePath+"/"+p); bound {
+						t.Errorf("%s is bound from its host path", p)
 					}
 				}
 				cred, ok := mountAt(s, CredentialPath)
@@ -172,6 +176,16 @@ func TestCompileGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Process.User = specs.User{} // the caller's
+			// The filter is the architecture's; isolate/seccomp holds its
+			// golden per architecture.
+			profile, err := seccomp.Profile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(s.Linux.Seccomp, profile) {
+				t.Error("the spec's seccomp filter is not seccomp.Profile()")
+			}
+			s.Linux.Seccomp = &specs.LinuxSeccomp{DefaultAction: "(seccomp.Profile)"}
 			var sys []specs.Mount
 			for _, m := range s.Mounts {
 				// System directories depend on the host's layout.
@@ -261,16 +275,17 @@ func TestBwrapArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err := bwrapArgs(s)
+	protected := map[string]int{WorkspacePath + "/.git": 8, WorkspacePath + "/.nlx": 9}
+	args, err := bwrapArgs(s, bwrapFDs{seccomp: 5, binds: protected})
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := strings.Join(args, " ")
 	for _, want := range []string{
-		"--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+		"--new-session", "--die-with-parent", "--seccomp 5", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
 		"--clearenv", "--proc /proc", "--dev /dev", "--tmpfs /tmp",
 		"--ro-bind " + f.ws + " " + WorkspacePath,
-		"--ro-bind " + f.ws + "/.git " + WorkspacePath + "/.git",
+		"--ro-bind-fd 8 " + WorkspacePath + "/.git",
 		"--bind " + filepath.Join(f.credRoot, f.aliceHome) + " " + CredentialPath,
 		"--remount-ro / --chdir /workspace -- codex",
 	} {
@@ -278,10 +293,35 @@ func TestBwrapArgs(t *testing.T) {
 			t.Errorf("bwrap arguments lack %q:\n%s", want, line)
 		}
 	}
+	// Sources nlx holds open are bound by their handles.
+	byFD, err := bwrapArgs(s, bwrapFDs{seccomp: 5, binds: map[string]int{WorkspacePath: 6, CredentialPath: 7,
+		WorkspacePath + "/.git": 8, WorkspacePath + "/.nlx": 9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line = strings.Join(byFD, " ")
+	for _, want := range []string{"--ro-bind-fd 6 " + WorkspacePath + " ", "--bind-fd 7 " + CredentialPath + " "} {
+		if !strings.Contains(line, want) {
+			t.Errorf("bwrap arguments lack %q:\n%s", want, line)
+		}
+	}
+	if _, err := bwrapArgs(s, bwrapFDs{seccomp: -1, binds: protected}); err == nil {
+		t.Error("a spec with a seccomp filter translated without its descriptor")
+	}
+	if _, err := bwrapArgs(s, bwrapFDs{seccomp: 5}); err == nil {
+		t.Error("a read-only path inside the workspace translated without its handle")
+	}
+	// The provider's user is not nlx's (root): bubblewrap runs as it,
+	// unprivileged, in a user namespace of its own that allows no other.
+	if !strings.Contains(line, "--unshare-user --disable-userns --cap-drop ALL") {
+		t.Errorf("bwrap arguments do not run the sandbox unprivileged as the provider's user:\n%s", line)
+	}
+	if cred := bwrapCredential(s); cred == nil || cred.Uid != testUID || cred.Gid != testUID || len(cred.Groups) != 0 {
+		t.Errorf("bubblewrap starts as %+v, want %d:%d without groups", cred, testUID, testUID)
+	}
 	bad := map[string]func(*specs.Spec){
 		"joined namespace": func(s *specs.Spec) { s.Linux.Namespaces[0].Path = "/proc/1/ns/pid" },
 		"kept capability":  func(s *specs.Spec) { s.Process.Capabilities.Bounding = []string{"CAP_SYS_ADMIN"} },
-		"another user":     func(s *specs.Spec) { s.Process.User.UID += 1000 },
 		"unknown mount":    func(s *specs.Spec) { s.Mounts = append(s.Mounts, specs.Mount{Destination: "/x", Type: "nfs"}) },
 		"no mount ns": func(s *specs.Spec) {
 			s.Linux.Namespaces = slices.DeleteFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == specs.MountNamespace })
@@ -291,7 +331,7 @@ func TestBwrapArgs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, _ := Compile(f.request(Bwrap, ReadOnly, "codex"))
 			mut(c)
-			if _, err := bwrapArgs(c); err == nil {
+			if _, err := bwrapArgs(c, bwrapFDs{seccomp: 5, binds: protected}); err == nil {
 				t.Error("translated")
 			}
 		})
@@ -350,6 +390,7 @@ func TestImageRootFS(t *testing.T) {
 		must(t, os.MkdirAll(filepath.Dir(dst), 0o755))
 		must(t, os.WriteFile(dst, data, 0o755))
 	}
+	must(t, PrepareRootFS(root))
 	script := `test -e /usr/bin/bwrap && echo HOST-VISIBLE; read l < /workspace/README; echo "ws=$l"; ` +
 		`read c < ` + CredentialPath + `/token; echo "cred=$c"; (echo x > /image-file) 2>/dev/null && echo ROOT-WRITABLE; echo done`
 	for _, b := range backends {

@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
 
 // ReportVersion is the version of Report's JSON form.
@@ -43,7 +46,8 @@ func (r Report) CanLaunch() bool {
 	for _, f := range r.Findings {
 		ok[f.Name] = f.OK
 	}
-	return (ok["backend.bwrap"] || ok["backend.runc"]) && ok["cgroup.memory"] && ok["cgroup.pids"]
+	backend := ok["backend.bwrap"] || ok["backend.runc"] && ok["seccomp.runc"]
+	return backend && ok["seccomp.kernel"] && ok["cgroup.memory"] && ok["cgroup.pids"]
 }
 
 // Doctor checks what this host can enforce by trying each thing:
@@ -87,6 +91,13 @@ func Doctor(ctx context.Context) Report {
 		r.Findings = append(r.Findings, f)
 	}
 
+	r.Findings = append(r.Findings, seccompFinding("seccomp.kernel", seccomp.Available(),
+		"this kernel installs seccomp filters (every launch has one)"))
+	if path, err := Runc.lookPath(); err == nil {
+		r.Findings = append(r.Findings, seccompFinding("seccomp.runc", seccomp.RuncSupports(ctx, path),
+			path+" applies a spec's seccomp filter"))
+	}
+
 	host, err := loadCgroupHost()
 	if err != nil {
 		r.CgroupMode = "unavailable"
@@ -108,6 +119,20 @@ func Doctor(ctx context.Context) Report {
 		r.Findings = append(r.Findings, f)
 	}
 	return r
+}
+
+func seccompFinding(name string, err error, ok string) Finding {
+	f := Finding{Name: name, OK: err == nil, Detail: ok}
+	if err != nil {
+		f.Detail = err.Error()
+		var se *seccomp.Error
+		if errors.As(err, &se) && se.Fix != "" {
+			f.Detail, f.Fix = se.Code+": "+strings.TrimSuffix(se.Msg, "; fix: "+se.Fix), se.Fix
+		} else {
+			f.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER, and a runc built with libseccomp"
+		}
+	}
+	return f
 }
 
 func fixIf(cond bool, fix string) string {

@@ -28,7 +28,7 @@ func TestDoctor(t *testing.T) {
 	}
 	want := []string{
 		"namespace.user", "namespace.pid", "namespace.net", "namespace.mount",
-		"backend.bwrap", "backend.runc", "cgroup.mode", "cgroup.memory", "cgroup.pids", "cgroup.cpu",
+		"backend.bwrap", "backend.runc", "seccomp.kernel", "seccomp.runc", "cgroup.mode", "cgroup.memory", "cgroup.pids", "cgroup.cpu",
 	}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("findings %v, want %v", names, want)
@@ -74,7 +74,7 @@ func TestDoctor(t *testing.T) {
 func TestCanLaunch(t *testing.T) {
 	all := func(ok map[string]bool) Report {
 		var r Report
-		for _, n := range []string{"backend.bwrap", "backend.runc", "cgroup.memory", "cgroup.pids", "cgroup.cpu"} {
+		for _, n := range []string{"backend.bwrap", "backend.runc", "seccomp.kernel", "seccomp.runc", "cgroup.memory", "cgroup.pids", "cgroup.cpu"} {
 			r.Findings = append(r.Findings, Finding{Name: n, OK: ok[n]})
 		}
 		return r
@@ -84,11 +84,14 @@ func TestCanLaunch(t *testing.T) {
 		ok   map[string]bool
 		want bool
 	}{
-		{"everything", map[string]bool{"backend.bwrap": true, "backend.runc": true, "cgroup.memory": true, "cgroup.pids": true, "cgroup.cpu": true}, true},
-		{"runc only", map[string]bool{"backend.runc": true, "cgroup.memory": true, "cgroup.pids": true}, true},
-		{"no backend", map[string]bool{"cgroup.memory": true, "cgroup.pids": true, "cgroup.cpu": true}, false},
-		{"no memory controller", map[string]bool{"backend.bwrap": true, "cgroup.pids": true}, false},
-		{"no pids controller", map[string]bool{"backend.bwrap": true, "cgroup.memory": true}, false},
+		{"everything", map[string]bool{"backend.bwrap": true, "backend.runc": true, "seccomp.kernel": true, "seccomp.runc": true, "cgroup.memory": true, "cgroup.pids": true, "cgroup.cpu": true}, true},
+		{"runc only", map[string]bool{"backend.runc": true, "seccomp.kernel": true, "seccomp.runc": true, "cgroup.memory": true, "cgroup.pids": true}, true},
+		{"runc without seccomp", map[string]bool{"backend.runc": true, "seccomp.kernel": true, "cgroup.memory": true, "cgroup.pids": true}, false},
+		{"bwrap, runc without seccomp", map[string]bool{"backend.bwrap": true, "backend.runc": true, "seccomp.kernel": true, "cgroup.memory": true, "cgroup.pids": true}, true},
+		{"kernel without seccomp filters", map[string]bool{"backend.bwrap": true, "backend.runc": true, "seccomp.runc": true, "cgroup.memory": true, "cgroup.pids": true}, false},
+		{"no backend", map[string]bool{"seccomp.kernel": true, "cgroup.memory": true, "cgroup.pids": true, "cgroup.cpu": true}, false},
+		{"no memory controller", map[string]bool{"backend.bwrap": true, "seccomp.kernel": true, "cgroup.pids": true}, false},
+		{"no pids controller", map[string]bool{"backend.bwrap": true, "seccomp.kernel": true, "cgroup.memory": true}, false},
 		{"empty", nil, false},
 	}
 	for _, c := range cases {

@@ -113,6 +113,13 @@ func newFixture(t testing.TB) *fixture {
 	} else {
 		t.Cleanup(func() { os.RemoveAll(base) })
 	}
+	// The provider's user must reach what bubblewrap, running as it,
+	// binds: searchable, not listable.
+	for dir := base; dir != "/"; dir = filepath.Dir(dir) {
+		if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			must(t, os.Chmod(dir, fi.Mode().Perm()|0o111))
+		}
+	}
 	f := &fixture{
 		base:      base,
 		wsRoot:    filepath.Join(base, "workspaces"),
@@ -151,8 +158,22 @@ func newFixture(t testing.TB) *fixture {
 	must(t, os.Symlink(rel, filepath.Join(f.ws, "link-rel")))
 	must(t, os.Symlink(filepath.Join(f.credRoot, "bob"), filepath.Join(f.ws, "link-dir")))
 	f.skills = []SkillMount{{Name: "lint", Dir: filepath.Join(f.skillRoot, "team-a", "lint")}}
+	// The provider's user owns its workspace and its credential home, as
+	// nlx apply makes them; everything else stays root's.
+	for _, dir := range []string{f.ws, filepath.Join(f.credRoot, f.aliceHome)} {
+		must(t, filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, testUID, testUID)
+		}))
+	}
 	return f
 }
+
+// testUID is the provider user of the tests: a number without a passwd
+// entry, as the backends need none.
+const testUID = 61234
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -176,6 +197,7 @@ func (f *fixture) request(b Backend, policy Policy, command ...string) Request {
 		Env:            map[string]string{"CODEX_HOME": CredentialPath},
 		HostEnv:        []string{"LANG=C.UTF-8", "SECRET_TOKEN=" + bobSecret, "TERM=dumb"},
 		Backend:        b,
+		User:           &User{UID: testUID, GID: testUID},
 	}
 }
 

@@ -7,17 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
 
 // Identity is what the state records about a running launch, before the
@@ -127,12 +129,37 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		stateDir = DefaultStateDir
 	}
 
-	spec, err := Compile(req)
+	spec, h, err := compile(req)
 	if err != nil {
 		return nil, err
 	}
+	// bwrap holds its own copies once started; runc binds the paths,
+	// checked on the handles (see checkAncestors).
+	defer h.close()
 	backend, bin, err := choose(ctx, req.Backend)
 	if err != nil {
+		return nil, err
+	}
+	if backend == Bwrap {
+		if other, _ := bwrapAsOther(spec.Process.User); other {
+			reachErr := rootFSPrepared(spec)
+			if reachErr == nil {
+				reachErr = checkReach(spec, spec.Process.User)
+			}
+			if reachErr != nil {
+				// Auto takes runc (root resolves the sources) where it
+				// works; an explicit bwrap is refused.
+				if req.Backend != Auto {
+					return nil, reachErr
+				}
+				if bin, err = Runc.usable(ctx); err != nil {
+					return nil, errors.Join(reachErr, err)
+				}
+				backend = Runc
+			}
+		}
+	}
+	if err := seccompUsable(ctx, backend, bin); err != nil {
 		return nil, err
 	}
 	host, err := cgroupHostCached()
@@ -163,9 +190,15 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 	}()
 
 	var args []string
+	var pass []*os.File
 	switch backend {
 	case Bwrap:
-		if args, err = bwrapArgs(spec); err != nil {
+		var fds bwrapFDs
+		if pass, fds, err = bwrapPass(spec, h); err != nil {
+			return nil, err
+		}
+		defer pass[0].Close() // the seccomp pipe; the handles are h's
+		if args, err = bwrapArgs(spec, fds); err != nil {
 			return nil, err
 		}
 	case Runc:
@@ -183,11 +216,12 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 		}
 		args = runcRunArgs(ident.RuncRoot, ident.Bundle, id)
 	}
-	if err := recheckBinds(spec); err != nil {
-		return nil, err
-	}
 
-	st, err := startBackend(cg, backend, bin, args, opts)
+	var cred *syscall.Credential
+	if backend == Bwrap {
+		cred = bwrapCredential(spec)
+	}
+	st, err := startBackend(cg, backend, bin, args, pass, cred, opts)
 	if err != nil {
 		return nil, fmt.Errorf("launch %s: start %s: %w", id, backend, err)
 	}
@@ -236,6 +270,39 @@ func Launch(ctx context.Context, req Request, opts Options) (_ *Process, err err
 	return p, nil
 }
 
+// seccompUsable refuses a launch whose filter cannot be installed: a kernel
+// without seccomp filters, or a runc built without libseccomp (which would
+// run the container unfiltered). Remembered for the life of the process.
+func seccompUsable(ctx context.Context, b Backend, bin string) error {
+	if err := seccompHost(); err != nil {
+		return seccompRefusal(err)
+	}
+	if b != Runc {
+		return nil
+	}
+	if _, ok := runcSeccomp.Load(bin); ok {
+		return nil
+	}
+	if err := seccomp.RuncSupports(ctx, bin); err != nil {
+		return seccompRefusal(err)
+	}
+	runcSeccomp.Store(bin, true)
+	return nil
+}
+
+var (
+	seccompHost = sync.OnceValue(seccomp.Available)
+	runcSeccomp sync.Map // runc path -> true
+)
+
+func seccompRefusal(err error) *Refusal {
+	var se *seccomp.Error
+	if errors.As(err, &se) {
+		return &Refusal{Code: se.Code, Msg: se.Msg}
+	}
+	return refuse(seccomp.CodeUnavailable, "%v", err)
+}
+
 // stopFailed ends a launch whose identity is already recorded, so that the
 // record is released with a receipt, and returns cause.
 func stopFailed(ctx context.Context, id Identity, rec Recorder, cause error) error {
@@ -243,39 +310,6 @@ func stopFailed(ctx context.Context, id Identity, rec Recorder, cause error) err
 		return errors.Join(cause, fmt.Errorf("stop after failed launch: %w", err))
 	}
 	return cause
-}
-
-// recheckBinds narrows the window between Compile and the backend's mounts:
-// a provider already running in the same workspace could have replaced
-// .git with a symlink since, to have the next launch bind what it points at.
-func recheckBinds(s *specs.Spec) error {
-	ws := ""
-	for _, m := range s.Mounts {
-		if m.Destination == WorkspacePath && m.Type == "bind" {
-			ws = m.Source
-		}
-	}
-	if ws == "" {
-		return nil
-	}
-	for _, m := range s.Mounts {
-		if m.Type != "bind" || !strictlyInside(ws, m.Source) {
-			continue
-		}
-		rel, _ := filepath.Rel(ws, m.Source)
-		p := ws
-		for _, c := range strings.Split(rel, string(filepath.Separator)) {
-			p = filepath.Join(p, c)
-			fi, err := os.Lstat(p)
-			if err != nil {
-				return refuse(CodeWorkspaceOutsideRoot, "%s changed since the spec was compiled: %v", p, err)
-			}
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				return refuse(CodeWorkspaceOutsideRoot, "%s became a symlink since the spec was compiled", p)
-			}
-		}
-	}
-	return nil
 }
 
 var self = sync.OnceValues(procid.Self)

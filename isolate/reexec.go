@@ -11,13 +11,15 @@ import (
 // The reexec start (the fallback, see spawn.go) is a protocol between
 // Launch (parent) and the re-executed child:
 //
-//	argv:  reexecArg0 BACKEND-PATH BACKEND-ARGS...
+//	argv:  reexecArg0 KEEP BACKEND-PATH BACKEND-ARGS...
 //	env:   reexecEnv=1 and nothing else
 //	fd 3:  release pipe; the parent writes one byte once the child's pid is
 //	       in the launch cgroup and its identity is recorded, or closes it
 //	       to abort (the child then exits without executing anything)
 //	fd 4:  status pipe, close-on-exec in the child; the parent reads EOF
 //	       when the backend was executed, or the reason it could not be
+//	fds passFirst .. passFirst+KEEP-1: passed on to the backend (the
+//	       seccomp program and bind handles bubblewrap names)
 //
 // The child is the current binary, so nothing but Go's runtime (and package
 // initialisation) runs before the backend: fork and exec cannot be split
@@ -49,9 +51,14 @@ func child(argv []string) {
 		unix.Write(statusFD, []byte(fmt.Sprintf(format, args...)))
 		os.Exit(127)
 	}
-	if len(argv) < 2 {
+	if len(argv) < 3 {
 		fail("isolate child: %d arguments", len(argv))
 	}
+	keep, err := strconv.Atoi(argv[1])
+	if err != nil || keep < 0 {
+		fail("isolate child: bad descriptor count %q", argv[1])
+	}
+	argv = argv[1:]
 	var b [1]byte
 	for {
 		n, err := unix.Read(releaseFD, b[:])
@@ -65,10 +72,13 @@ func child(argv []string) {
 		break
 	}
 	unix.Close(releaseFD)
-	if err := cloexecFrom(3); err != nil {
+	if _, err := unix.FcntlInt(statusFD, unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
 		fail("close inherited files: %v", err)
 	}
-	err := unix.Exec(argv[1], argv[1:], []string{})
+	if err := cloexecFrom(passFirst + keep); err != nil {
+		fail("close inherited files: %v", err)
+	}
+	err = unix.Exec(argv[1], argv[1:], []string{})
 	fail("exec %s: %v", argv[1], err)
 }
 

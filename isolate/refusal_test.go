@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/nlx-dev/nlx/isolate/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -38,6 +39,16 @@ func TestRefusals(t *testing.T) {
 	// A credential root inside the workspace.
 	inner := filepath.Join(f.ws, "creds")
 	must(t, os.MkdirAll(filepath.Join(inner, "alice", "claude"), 0o755))
+
+	// A workspace root anyone may write: whoever can could swap a
+	// workspace for a link between the check and the mount.
+	openRoot := filepath.Join(f.base, "open")
+	must(t, os.MkdirAll(filepath.Join(openRoot, "delta"), 0o755))
+	must(t, os.Chmod(openRoot, 0o777))
+	// A runc that runs containers but has no seccomp support.
+	noSeccomp := t.TempDir()
+	fakeRunc := "#!/bin/sh\ncase \"$1\" in --version) echo 'runc version 1.1.5'; echo 'spec: 1.0.2';; features) exit 1;; *) exit 0;; esac\n"
+	must(t, os.WriteFile(filepath.Join(noSeccomp, "runc"), []byte(fakeRunc), 0o755))
 
 	marker := "/tmp/should-not-exist"
 	cases := []struct {
@@ -77,6 +88,18 @@ func TestRefusals(t *testing.T) {
 		{"unknown backend", CodeNoBackend, func(t *testing.T, r *Request) { r.Backend = "lxc" }},
 		{"no backend on PATH", CodeNoBackend, func(t *testing.T, r *Request) { t.Setenv("PATH", "") }},
 		{"explicit backend missing", CodeNoBackend, func(t *testing.T, r *Request) { r.Backend = Runc; t.Setenv("PATH", t.TempDir()) }},
+		{"workspace root writable by others", CodeBindSourceUnsafe, func(t *testing.T, r *Request) {
+			r.WorkspaceRoot, r.WorkspaceDir = openRoot, filepath.Join(openRoot, "delta")
+		}},
+		{"kernel without seccomp filters", seccomp.CodeUnavailable, func(t *testing.T, r *Request) {
+			saved := seccompHost
+			seccompHost = func() error { return &seccomp.Error{Code: seccomp.CodeUnavailable, Msg: "no filter mode (test)"} }
+			t.Cleanup(func() { seccompHost = saved })
+		}},
+		{"runc without seccomp", seccomp.CodeUnavailable, func(t *testing.T, r *Request) {
+			r.Backend = Runc
+			t.Setenv("PATH", noSeccomp+":"+os.Getenv("PATH"))
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -104,6 +104,18 @@ type Request struct {
 	// When empty the sandbox root is empty and the host's system
 	// directories are bound read-only into it.
 	RootFS string
+
+	// User is who the provider runs as. Required when nlx runs as root,
+	// and never root itself: a file permission is a second wall behind
+	// the mount namespace. When nlx is not root it can only be nlx's own
+	// user (nil means that).
+	User *User
+}
+
+// User is a host user and group, by number.
+type User struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // SkillMount is one skill package directory, mounted read-only at
@@ -135,6 +147,12 @@ const (
 	// CodeInvalidRequest covers malformed requests: an empty command, an
 	// unknown egress, a bad skill name, negative limits.
 	CodeInvalidRequest = "invalid_request"
+	// CodeProviderUserRoot: the provider would run as root (no user given
+	// to an nlx running as root, or uid 0 given).
+	CodeProviderUserRoot = "provider_user_root"
+	// CodeProviderUserUnavailable: nlx, not root, cannot run the provider
+	// as another user.
+	CodeProviderUserUnavailable = "provider_user_unavailable"
 )
 
 // piMemoryHint is the fix for the most common missing controller.

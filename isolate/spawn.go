@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -190,10 +191,10 @@ func (s *started) close() {
 // launch cgroup, the direct way unless the kernel cannot or a test wants
 // the other; runc stopped at its exec, or re-executed where ptrace is
 // denied.
-func startBackend(cg *cgroup, backend Backend, bin string, args []string, opts Options) (*started, error) {
+func startBackend(cg *cgroup, backend Backend, bin string, args []string, pass []*os.File, cred *syscall.Credential, opts Options) (*started, error) {
 	place := backend == Bwrap
 	if !forceReexec {
-		st, err := startDirect(cg, place, backend, bin, args, opts)
+		st, err := startDirect(cg, place, backend, bin, args, pass, cred, opts)
 		switch {
 		case err == nil:
 			return st, nil
@@ -204,7 +205,7 @@ func startBackend(cg *cgroup, backend Backend, bin string, args []string, opts O
 			return nil, err
 		}
 	}
-	return startReexec(cg, place, bin, args, opts)
+	return startReexec(cg, place, bin, args, pass, cred, opts)
 }
 
 // startHeld starts cmd stopped before its first instruction: the child
@@ -292,7 +293,12 @@ func backendCmd(path string, args []string, opts Options) *exec.Cmd {
 		Stdout: opts.Stdout,
 		Stderr: opts.Stderr,
 		SysProcAttr: &syscall.SysProcAttr{
-			Setpgid: true,
+			// A session of its own, so that no terminal nlx runs on is
+			// the backend's controlling terminal: in nlx's session but
+			// another process group, runc reading a terminal on stdin was
+			// stopped by SIGTTIN and hung forever. (A session is also a
+			// process group of its own, as Stop expects.)
+			Setsid: true,
 			// If nlx dies the backend dies; bwrap's --die-with-parent
 			// then takes the sandbox with it.
 			Pdeathsig: syscall.SIGKILL,
@@ -303,20 +309,25 @@ func backendCmd(path string, args []string, opts Options) *exec.Cmd {
 	}
 }
 
-func startDirect(cg *cgroup, place bool, backend Backend, bin string, args []string, opts Options) (*started, error) {
+func startDirect(cg *cgroup, place bool, backend Backend, bin string, args []string, pass []*os.File, cred *syscall.Credential, opts Options) (*started, error) {
 	cmd := backendCmd(bin, append([]string{bin}, args...), opts)
+	cmd.SysProcAttr.Credential = cred
 	st := &started{cmd: cmd}
 	var gate *os.File
 	if backend == Bwrap {
 		// bubblewrap reads one byte from fd 3 after building the sandbox
-		// and before executing the provider, then closes it.
+		// and before executing the provider, then closes it. fd 4 is
+		// closed (the reexec start's status pipe); what the launch passes
+		// starts at passFirst in both modes.
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
 		}
 		gate, st.releaseW = r, w
 		cmd.Args = append([]string{bin, "--block-fd", "3"}, args...)
-		cmd.ExtraFiles = []*os.File{r}
+		cmd.ExtraFiles = append([]*os.File{r, nil}, pass...)
+	} else if len(pass) > 0 {
+		return nil, fmt.Errorf("%s takes no descriptors", backend)
 	}
 	// Go opens everything close-on-exec, but descriptors nlx inherited or
 	// a library opened otherwise would reach bubblewrap, and through it
@@ -357,7 +368,7 @@ func killTree(cg *cgroup) {
 	cg.killAll(ctx)
 }
 
-func startReexec(cg *cgroup, place bool, bin string, args []string, opts Options) (*started, error) {
+func startReexec(cg *cgroup, place bool, bin string, args []string, pass []*os.File, cred *syscall.Credential, opts Options) (*started, error) {
 	if !reexecHooked.Load() {
 		return nil, errors.New("this kernel cannot create a process inside a cgroup (no CLONE_INTO_CGROUP) " +
 			"and main did not call isolate.Reexec, which the fallback needs")
@@ -373,9 +384,11 @@ func startReexec(cg *cgroup, place bool, bin string, args []string, opts Options
 		return nil, err
 	}
 	st := &started{releaseW: releaseW, statusR: statusR}
-	cmd := backendCmd("/proc/self/exe", append([]string{reexecArg0, bin}, args...), opts)
+	cmd := backendCmd("/proc/self/exe", append([]string{reexecArg0, strconv.Itoa(len(pass)), bin}, args...), opts)
 	cmd.Env = []string{reexecEnv + "=1"}
-	cmd.ExtraFiles = []*os.File{releaseR, statusW}
+	cmd.ExtraFiles = append([]*os.File{releaseR, statusW}, pass...)
+	// The child executes the backend as who it runs as.
+	cmd.SysProcAttr.Credential = cred
 	st.cmd = cmd
 	err = cmd.Start()
 	releaseR.Close()

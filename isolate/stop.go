@@ -308,3 +308,37 @@ func removeRuncState(rec Identity) error {
 	}
 	return nil
 }
+
+// Gone reports whether a recorded launch's process tree is proven gone:
+// the host rebooted since, or the recorded process is gone (its pid absent,
+// reused or a zombie) and its launch cgroup holds nothing. Such a launch
+// was left recorded as running by an nlx that died (killed, or its
+// terminal gone) before it could stop it; Stop writes its receipt. A
+// launch of another host or pid namespace is never proven gone.
+func Gone(rec Identity) (bool, error) {
+	me, err := self()
+	if err != nil {
+		return false, err
+	}
+	if rec.Host != me.Host {
+		return false, nil
+	}
+	if rec.Boot != me.Boot {
+		return true, nil
+	}
+	if gone, err := procid.Gone(rec.Identity); err != nil || !gone {
+		return false, err
+	}
+	if rec.Cgroup == "" {
+		return true, nil
+	}
+	host, err := cgroupHostCached()
+	if err != nil {
+		return false, err
+	}
+	cg, err := openCgroup(host, rec.Cgroup)
+	if err != nil {
+		return false, err
+	}
+	return cg.empty()
+}

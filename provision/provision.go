@@ -1,7 +1,10 @@
 // Package provision carries out what applying a resource means on the host
-// beyond the state. Today that is one thing: a new workspace gets its
-// directory under the workspace root. Deleting or replacing a workspace
-// leaves its directory in place: nlx never removes a workspace's files.
+// beyond the state: a new workspace gets its directory under the workspace
+// root, and a skill package is installed in the skill store, where
+// launches mount it from (never from a config directory). Deleting or
+// replacing a workspace leaves its directory in place: nlx never removes a
+// workspace's files; a skill's old packages stay too, each under its own
+// digest.
 package provision
 
 import (
@@ -17,11 +20,22 @@ import (
 	"github.com/nlx-dev/nlx/schema"
 )
 
-// Host provisions resources under a workspace root. Close it when done.
+// Host provisions resources under a workspace root and a skill store.
+// Close it when done.
 type Host struct {
 	// WorkspaceRoot holds one directory per workspace.
 	WorkspaceRoot string
-	Now           func() time.Time
+	// SkillRoot holds installed skill packages, SkillRoot/NAME/HEX.
+	SkillRoot string
+	// ConfigDir is the config the plan was derived from, whose skill
+	// packages are installed; each copy is checked against the digest the
+	// applied spec names.
+	ConfigDir string
+	// Owner, when set, names who owns the workspace directories made
+	// (providers run as that user; see ProviderUser). Resolved at the
+	// first workspace made.
+	Owner func(ctx context.Context) (*Owner, error)
+	Now   func() time.Time
 
 	log *os.File // the effects log, opened on the first effect
 }
@@ -45,16 +59,31 @@ func DefaultWorkspaceRoot(statePath string) string {
 	return filepath.Join(filepath.Dir(statePath), "workspaces")
 }
 
+// DefaultSkillRoot is $NLX_SKILL_ROOT, else "skills" beside the state file.
+func DefaultSkillRoot(statePath string) string {
+	if r := os.Getenv("NLX_SKILL_ROOT"); r != "" {
+		return r
+	}
+	return filepath.Join(filepath.Dir(statePath), "skills")
+}
+
 // Dir is the directory of workspace name.
 func (h *Host) Dir(name string) string { return filepath.Join(h.WorkspaceRoot, name) }
 
-// Has reports whether c has an effect on the host: creating a workspace.
+// Has reports whether c has an effect on the host: creating a workspace,
+// or creating or changing a skill (its package is installed).
 func (h *Host) Has(c *plan.Change) bool {
-	return c.Kind == schema.KindWorkspace && c.Action == plan.Create
+	switch c.Kind {
+	case schema.KindWorkspace:
+		return c.Action == plan.Create
+	case schema.KindSkill:
+		return c.Action.Creates() || c.Action == plan.Update
+	}
+	return false
 }
 
-// Do creates the workspace's directory (and the root) and notes the effect
-// in the root's effects log, the host's own record of what nlx did to it.
+// Do carries out c's effect and notes it in the workspace root's effects
+// log, the host's own record of what nlx did to it.
 func (h *Host) Do(ctx context.Context, c *plan.Change) error {
 	if !h.Has(c) {
 		return nil
@@ -63,18 +92,55 @@ func (h *Host) Do(ctx context.Context, c *plan.Change) error {
 		return err
 	}
 	if !schema.ValidName(c.Name) {
-		return fmt.Errorf("workspace name %q cannot name a directory", c.Name)
+		return fmt.Errorf("%s name %q cannot name a directory", c.Kind, c.Name)
 	}
 	if h.log == nil {
-		if err := os.MkdirAll(h.WorkspaceRoot, 0o750); err != nil {
+		// Searchable by the provider's user, who reaches its own
+		// workspace through it; listable by nobody but root.
+		if err := os.MkdirAll(h.WorkspaceRoot, 0o711); err != nil {
 			return fmt.Errorf("create workspace root: %w", err)
 		}
 	}
-	// A directory that already exists is the workspace's: keep it.
-	dir := h.Dir(c.Name)
-	if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("create workspace directory: %w", err)
+	var dir string
+	var err error
+	if c.Kind == schema.KindSkill {
+		dir, err = h.installSkill(c)
+	} else {
+		dir, err = h.makeWorkspace(ctx, c)
 	}
+	if err != nil {
+		return err
+	}
+	return h.note(c, dir)
+}
+
+// makeWorkspace creates the workspace's directory, owned by the provider's
+// user; one already there is the workspace's, kept as it is.
+func (h *Host) makeWorkspace(ctx context.Context, c *plan.Change) (string, error) {
+	var owner *Owner
+	if h.Owner != nil && os.Geteuid() == 0 {
+		var err error
+		if owner, err = h.Owner(ctx); err != nil {
+			return "", err
+		}
+	}
+	dir := h.Dir(c.Name)
+	err := os.Mkdir(dir, 0o750)
+	if errors.Is(err, fs.ErrExist) {
+		return dir, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("create workspace directory: %w", err)
+	}
+	if owner != nil {
+		if err := os.Lchown(dir, int(owner.UID), int(owner.GID)); err != nil {
+			return "", fmt.Errorf("workspace directory %s: %w", dir, err)
+		}
+	}
+	return dir, nil
+}
+
+func (h *Host) note(c *plan.Change, dir string) error {
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now

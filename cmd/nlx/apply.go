@@ -20,9 +20,9 @@ import (
 )
 
 // loadConfig evaluates the config in dir for apply's re-derivation of a
-// plan.
+// plan, under the same budget as nlx plan.
 func loadConfig(ctx context.Context, dir string) (*schema.Config, error) {
-	return schema.Load(ctx, dir)
+	return schema.LoadBudgeted(ctx, dir, schema.DefaultBudget())
 }
 
 type applyOptions struct {
@@ -116,7 +116,8 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		return err
 	}
 	defer db.Close()
-	effects := &provision.Host{WorkspaceRoot: provision.DefaultWorkspaceRoot(db.Path())}
+	effects := &provision.Host{WorkspaceRoot: provision.DefaultWorkspaceRoot(db.Path()),
+		SkillRoot: provision.DefaultSkillRoot(db.Path()), ConfigDir: configDir, Owner: provision.ProviderUser}
 	defer effects.Close()
 	store, err := a.imageStore()
 	if err != nil {

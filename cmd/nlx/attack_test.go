@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/schema"
 )
 
 // start runs nlx in the background with env additions; the test waits for
@@ -152,5 +156,111 @@ func TestTakeoverLastLine(t *testing.T) {
 	out := firstOut.String()
 	if !strings.Contains(out, "Apply stopped.") || !strings.Contains(out, "State serial 2.") || !strings.Contains(out, "This apply set serial 1") {
 		t.Errorf("the stopped apply's ledger does not name serial 2:\nstdout: %s\nstderr: %s", out, firstErr)
+	}
+}
+
+// TestForgedPlanFile is the issue's attack through the binary: a plan of
+// the unchanged config, edited to make mallory an operator with no risk
+// and its plan_hash recomputed, is refused (plan_not_derivable), and the
+// state is as it was.
+func TestForgedPlanFile(t *testing.T) {
+	h := newHost(t)
+	h.must(0, "plan", "cfg", "--out", "first.json")
+	h.must(0, "apply", "first.json")
+	h.must(0, "plan", "cfg", "--out", "empty.json")
+	before := h.must(0, "state", "list", "-o", "json")
+
+	p, err := plan.ReadFile(filepath.Join(h.dir, "empty.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostBefore, _ := json.Marshal(schema.Host{Operators: []string{"alice"}, TwoPersonRule: true})
+	hostAfter, _ := json.Marshal(schema.Host{Operators: []string{"alice", "mallory"}, TwoPersonRule: true})
+	p.Changes = append(p.Changes, plan.Change{Address: "host.config", Kind: schema.KindHost, Name: "config", Action: plan.Update,
+		Risks: []plan.Risk{}, Refused: []plan.Risk{}, Diff: []plan.FieldDiff{{Path: "operators[1]", After: json.RawMessage(`"mallory"`)}},
+		Before: hostBefore, After: hostAfter})
+	p.Summary = plan.Summarize(p.Changes)
+	p.PlanHash = ""
+	if err := plan.WriteFile(filepath.Join(h.dir, "forged.json"), p); err != nil { // recomputes plan_hash
+		t.Fatal(err)
+	}
+	out, errOut, code := h.run(nil, "apply", "forged.json")
+	if code != 1 || !strings.Contains(errOut, "plan_not_derivable") || !strings.Contains(errOut, "host.config") {
+		t.Fatalf("apply of the forged plan: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if after := h.must(0, "state", "list", "-o", "json"); after != before {
+		t.Errorf("the refused apply changed the state:\nbefore %s\nafter  %s", before, after)
+	}
+	if show := h.must(0, "state", "show", "host.config"); strings.Contains(show, "mallory") {
+		t.Errorf("mallory became an operator:\n%s", show)
+	}
+}
+
+// TestReadingCommandsNeverWrite: nlx state list on another program's
+// database (it used to add nlx's tables to it), on a state whose lineage
+// row is gone (it used to start a new lineage at serial 0), and on a state
+// in a read-only directory (every command failed).
+func TestReadingCommandsNeverWrite(t *testing.T) {
+	h := newHost(t)
+	foreign := filepath.Join(h.dir, "notes.db")
+	db, err := sql.Open("sqlite", "file:"+foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	sum := func(p string) string {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	was := sum(foreign)
+	for _, args := range [][]string{{"state", "list"}, {"plan", "cfg"}, {"apply", "cfg", "--yes"}} {
+		_, errOut, code := h.run(nil, append([]string{"--state", foreign}, args...)...)
+		if code != 1 || !strings.Contains(errOut, "not_an_nlx_state") {
+			t.Errorf("nlx %v on another program's database: exit %d: %s", args, code, errOut)
+		}
+	}
+	if sum(foreign) != was {
+		t.Error("nlx changed another program's database")
+	}
+
+	h.must(0, "plan", "cfg", "--out", "plan.json")
+	h.must(0, "apply", "plan.json")
+	// A read-only state directory (root ignores modes: a read-only bind
+	// mount in a mount namespace of the command's own).
+	if _, err := exec.LookPath("unshare"); err == nil && os.Geteuid() == 0 {
+		dir := filepath.Dir(h.state)
+		script := `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"`
+		for _, args := range [][]string{{"state", "list"}, {"state", "history"}, {"plan", "cfg"}, {"ps"}} {
+			cmd := exec.Command("unshare", append([]string{"--mount", "sh", "-c", script, "sh", dir, filepath.Join(binDir, "nlx")}, args...)...)
+			cmd.Dir = h.dir
+			// The image store, which a plan builds into, is not the
+			// state: elsewhere, writable.
+			cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "GOWORK="+filepath.Join(binDir, "go.work"),
+				"NLX_IMAGE_CACHE="+filepath.Join(binDir, "image-cache"), "NLX_IMAGE_STORE="+filepath.Join(h.dir, "images"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("nlx %v on a read-only state directory: %v\n%s", args, err, out)
+			}
+		}
+	}
+
+	raw, err := sql.Open("sqlite", "file:"+h.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`DELETE FROM lineage`); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	for _, args := range [][]string{{"state", "list"}, {"plan", "cfg"}, {"apply", "plan.json"}} {
+		_, errOut, code := h.run(nil, args...)
+		if code != 1 || !strings.Contains(errOut, "state_damaged") {
+			t.Errorf("nlx %v on a state without its lineage: exit %d: %s", args, code, errOut)
+		}
 	}
 }

@@ -9,22 +9,21 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/launch"
 	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile/state"
-	"github.com/nlx-dev/nlx/schema"
 )
 
 type execOptions struct {
-	config     string
 	workspace  string
 	connection string
 	backend    string
@@ -39,7 +38,8 @@ func newExecCmd(a *app) *cobra.Command {
 		Use:   "exec --workspace W --connection C [--backend bwrap|runc] -- CMD [ARGS...]",
 		Short: "Run a command exactly as a provider of that workspace and connection runs",
 		Long: `Exec runs CMD in the sandbox a provider process of workspace W gets with
-connection C: only the workspace (read-only or read-write by its policy),
+connection C, as the last apply left them in the state (never from a config
+directory): only the workspace (read-only or read-write by its policy),
 only C's credential home, only the workspace's skills, a private /tmp, new
 namespaces (and no network when egress is none), and the workspace's cgroup
 limits. The process is recorded in the state before it runs and, once it
@@ -48,15 +48,20 @@ CMD's. SIGINT (Ctrl-C), SIGTERM or SIGHUP to nlx exec stops the launch as
 nlx stop does (SIGTERM to the tree, --grace, then SIGKILL), writes the
 receipt and exits 128 + the signal's number (130 for Ctrl-C).
 
+A workspace, connection, provider or skill that is not applied is refused
+(not_applied), as is a held one (held) and a connection on a disabled
+provider (provider_disabled).
+
 The workspace directory is $NLX_WORKSPACE_ROOT/W (default: workspaces/ beside
 the state; nlx apply creates it); credential homes live under
-$NLX_CREDENTIAL_ROOT (default: credentials/ beside the state).`,
+$NLX_CREDENTIAL_ROOT (default: credentials/ beside the state); skill packages
+under $NLX_SKILL_ROOT (default: skills/ beside the state; nlx apply installs
+them).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return execRun(cmd.Context(), a, opts, args)
 		},
 	}
-	cmd.Flags().StringVar(&opts.config, "config", ".", "config `DIR`")
 	cmd.Flags().StringVar(&opts.workspace, "workspace", "", "workspace (required)")
 	cmd.Flags().StringVar(&opts.connection, "connection", "", "connection of that workspace (required)")
 	cmd.Flags().StringVar(&opts.backend, "backend", "", "bwrap or runc (default: bwrap where it works, else runc)")
@@ -78,30 +83,40 @@ func credentialRoot(statePath string) string {
 }
 
 func execRun(ctx context.Context, a *app, opts *execOptions, command []string) error {
-	cfg, err := schema.Load(ctx, opts.config)
-	if err != nil {
-		return err
-	}
-	req, err := launchRequest(cfg, opts)
-	if err != nil {
-		return err
-	}
 	statePath, err := a.resolveState()
 	if err != nil {
 		return err
 	}
-	req.WorkspaceRoot, err = filepath.Abs(provision.DefaultWorkspaceRoot(statePath))
+	db, err := a.openState(ctx, true)
 	if err != nil {
 		return err
 	}
-	req.WorkspaceDir = filepath.Join(req.WorkspaceRoot, opts.workspace)
-	if req.CredentialRoot, err = filepath.Abs(credentialRoot(statePath)); err != nil {
+	defer db.Close()
+	host, err := launchHost(statePath)
+	if err != nil {
 		return err
+	}
+	l, err := launch.Resolve(ctx, appliedState{db}, host, launch.Target{Workspace: opts.workspace, Connection: opts.connection})
+	if err != nil {
+		return err
+	}
+	req := &l.Request
+	if os.Geteuid() == 0 {
+		// Providers never run as root: as the host's provider user.
+		u, err := provision.ProviderUser(ctx)
+		if err != nil {
+			return err
+		}
+		req.User = &isolate.User{UID: u.UID, GID: u.GID}
 	}
 	req.Command = command
 	req.HostEnv = os.Environ()
+	req.Backend = isolate.Backend(opts.backend)
 	if opts.inImage {
-		if req.RootFS, err = imageRootFS(ctx, a, cfg, opts.workspace); err != nil {
+		if l.ImageDigest == "" {
+			return &isolate.Refusal{Code: isolate.CodeInvalidRequest, Msg: fmt.Sprintf("workspace %s has no image", opts.workspace)}
+		}
+		if req.RootFS, err = imageRootFS(ctx, a, l.ImageDigest); err != nil {
 			return err
 		}
 	}
@@ -112,131 +127,111 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	return a.withState(ctx, func(db *state.DB) error {
-		rec := &processRecorder{db: db}
-		p, err := isolate.Launch(ctx, *req, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
-			Stdin: a.io.In, Stdout: a.io.Out, Stderr: a.io.Err})
-		if err != nil {
-			return err
-		}
-		bg := context.WithoutCancel(ctx)
-		var ps *os.ProcessState
-		var waitErr error
-		exited := make(chan struct{})
-		go func() {
-			ps, waitErr = p.Wait(bg)
-			close(exited)
-		}()
-		var interrupted os.Signal
+	rec := &processRecorder{db: db}
+	reapGone(ctx, a, db, rec)
+	p, err := isolate.Launch(ctx, *req, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
+		Stdin: a.io.In, Stdout: a.io.Out, Stderr: a.io.Err})
+	if err != nil {
+		return err
+	}
+	bg := context.WithoutCancel(ctx)
+	var ps *os.ProcessState
+	var waitErr error
+	exited := make(chan struct{})
+	go func() {
+		ps, waitErr = p.Wait(bg)
+		close(exited)
+	}()
+	var interrupted os.Signal
+	select {
+	case <-exited:
+	case interrupted = <-sigs:
+	case <-ctx.Done():
+		// main's signal context, which may have seen the signal just
+		// before sigs did; else whoever called Main cancelled.
 		select {
-		case <-exited:
 		case interrupted = <-sigs:
-		case <-ctx.Done():
-			// main's signal context, which may have seen the signal just
-			// before sigs did; else whoever called Main cancelled.
-			select {
-			case interrupted = <-sigs:
-			case <-time.After(100 * time.Millisecond):
-				interrupted = syscall.SIGTERM
-			}
+		case <-time.After(100 * time.Millisecond):
+			interrupted = syscall.SIGTERM
 		}
-		if interrupted != nil {
-			fmt.Fprintf(a.io.Err, "nlx: %v: stopping launch %s\n", interrupted, p.Identity.LaunchID)
+	}
+	if interrupted != nil {
+		fmt.Fprintf(a.io.Err, "nlx: %v: stopping launch %s\n", interrupted, p.Identity.LaunchID)
+	}
+	// The provider has exited (or is to be stopped), but what it
+	// started may not have: stop the tree and write the receipt,
+	// unless nlx stop already did.
+	if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == "running" {
+		if _, err := isolate.Stop(bg, p.Identity, opts.grace, rec); err != nil {
+			return fmt.Errorf("stop launch %s: %w", p.Identity.LaunchID, err)
 		}
-		// The provider has exited (or is to be stopped), but what it
-		// started may not have: stop the tree and write the receipt,
-		// unless nlx stop already did.
-		if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == "running" {
-			if _, err := isolate.Stop(bg, p.Identity, opts.grace, rec); err != nil {
-				return fmt.Errorf("stop launch %s: %w", p.Identity.LaunchID, err)
-			}
-		}
-		<-exited
-		if s, ok := interrupted.(syscall.Signal); ok {
-			return exitStatus(128 + int(s))
-		}
-		if waitErr != nil {
-			return waitErr
-		}
-		if code := ps.ExitCode(); code != 0 {
-			return exitStatus(code)
-		}
-		if !ps.Success() {
-			return exitStatus(ExitError)
-		}
-		return nil
-	})
+	}
+	<-exited
+	if s, ok := interrupted.(syscall.Signal); ok {
+		return exitStatus(128 + int(s))
+	}
+	if waitErr != nil {
+		return waitErr
+	}
+	if code := ps.ExitCode(); code != 0 {
+		return exitStatus(code)
+	}
+	if !ps.Success() {
+		return exitStatus(ExitError)
+	}
+	return nil
 }
 
-// launchRequest resolves what a provider of the workspace and connection
-// gets: policy, egress, limits, the connection's credential home, the
-// workspace's team skills and the connection owner's personal ones, and the
-// provider's own environment.
-func launchRequest(cfg *schema.Config, opts *execOptions) (*isolate.Request, error) {
-	w := cfg.Workspaces[opts.workspace]
-	if w == nil {
-		return nil, &isolate.Refusal{Code: "unknown_workspace", Msg: fmt.Sprintf("the config has no workspace %q", opts.workspace)}
-	}
-	c := cfg.Connections[opts.connection]
-	switch {
-	case c == nil:
-		return nil, &isolate.Refusal{Code: "unknown_connection", Msg: fmt.Sprintf("the config has no connection %q", opts.connection)}
-	case c.Workspace != opts.workspace:
-		return nil, &isolate.Refusal{Code: schema.CodeWrongWorkspace, Msg: fmt.Sprintf("connection %s belongs to workspace %s, not %s", opts.connection, c.Workspace, opts.workspace)}
-	case c.Scope == "personal" && w.Kind == "team":
-		return nil, &isolate.Refusal{Code: schema.CodePersonalOnTeam, Msg: fmt.Sprintf("personal connection %s cannot run in team workspace %s", opts.connection, opts.workspace)}
-	}
-	mem, err := memoryBytes(w.Limits.Memory)
+// reapGone writes the receipts of launches recorded as running whose tree
+// is proven gone: an nlx that died (killed, or its terminal gone) left
+// them so. Failures only leave them for the next run.
+func reapGone(ctx context.Context, a *app, db *state.DB, rec *processRecorder) {
+	rows, err := db.Processes(ctx, false)
 	if err != nil {
-		return nil, err
+		return
 	}
-	req := &isolate.Request{
-		Workspace:      opts.workspace,
-		Policy:         isolate.Policy(w.Policy),
-		Egress:         isolate.Egress(w.Network.Egress),
-		CredentialHome: c.CredentialHome,
-		Limits:         isolate.Limits{MemoryBytes: mem, CPU: w.Limits.CPU, Pids: w.Limits.Pids},
-		Backend:        isolate.Backend(opts.backend),
-		Env:            map[string]string{},
-	}
-	if p := cfg.Providers[c.Provider]; p != nil {
-		for k, v := range p.Env {
-			req.Env[k] = v
+	for _, r := range rows {
+		var id isolate.Identity
+		if json.Unmarshal([]byte(r.Identity), &id) != nil {
+			continue
 		}
-		switch p.Kind {
-		case "codex-app-server":
-			req.Env["CODEX_HOME"] = isolate.CredentialPath
-		case "claude-code":
-			req.Env["CLAUDE_CONFIG_DIR"] = isolate.CredentialPath
+		if gone, err := isolate.Gone(id); err != nil || !gone {
+			continue
+		}
+		if _, err := isolate.Stop(ctx, id, 0, rec); err == nil {
+			fmt.Fprintf(a.io.Err, "nlx: launch %s had ended unrecorded (the nlx that ran it died); its receipt is written\n", r.LaunchID)
 		}
 	}
-	for _, name := range w.Skills {
-		sk := cfg.Skills[name]
-		if sk == nil || (sk.Scope == "personal" && sk.Owner != c.Owner) {
-			continue // another owner's personal skill stays invisible
-		}
-		dir, err := filepath.Abs(filepath.Join(opts.config, filepath.FromSlash(sk.Path)))
-		if err != nil {
-			return nil, err
-		}
-		req.Skills = append(req.Skills, isolate.SkillMount{Name: name, Dir: dir})
-	}
-	return req, nil
 }
 
-// memoryBytes reads a workspace memory limit: bytes, or Ki, Mi, Gi.
-func memoryBytes(s string) (int64, error) {
-	mult := int64(1)
-	for suffix, m := range map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30} {
-		if strings.HasSuffix(s, suffix) {
-			s, mult = strings.TrimSuffix(s, suffix), m
-		}
+// launchHost is where this host keeps what launches mount, beside the
+// state unless the environment says otherwise.
+func launchHost(statePath string) (launch.Host, error) {
+	var h launch.Host
+	var err error
+	if h.WorkspaceRoot, err = filepath.Abs(provision.DefaultWorkspaceRoot(statePath)); err != nil {
+		return h, err
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("memory limit %q: %w", s, err)
+	if h.CredentialRoot, err = filepath.Abs(credentialRoot(statePath)); err != nil {
+		return h, err
 	}
-	return n * mult, nil
+	if h.SkillRoot, err = filepath.Abs(provision.DefaultSkillRoot(statePath)); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// appliedState is the state as launch reads it.
+type appliedState struct{ db *state.DB }
+
+var _ launch.Applied = appliedState{}
+
+func (s appliedState) Resource(ctx context.Context, address string) ([]byte, string, bool, error) {
+	r, err := s.db.Resource(ctx, address)
+	if err != nil || r == nil {
+		return nil, "", false, err
+	}
+	return r.Spec, r.Status, true, nil
 }
 
 // processRecorder keeps launch identities and stop receipts in the state.
@@ -271,20 +266,16 @@ func (r *processRecorder) Receipt(ctx context.Context, launchID string, rc isola
 	return err
 }
 
-// imageRootFS unpacks the workspace's image, as the last plan pinned it in
+// imageRootFS unpacks the image the applied workspace is pinned to, from
 // the store, for this host's platform, once per digest.
-func imageRootFS(ctx context.Context, a *app, cfg *schema.Config, workspace string) (string, error) {
-	w := cfg.Workspaces[workspace]
-	if w.Image == "" {
-		return "", &isolate.Refusal{Code: isolate.CodeInvalidRequest, Msg: fmt.Sprintf("workspace %s has no image", workspace)}
-	}
+func imageRootFS(ctx context.Context, a *app, digest string) (string, error) {
 	store, err := a.imageStore()
 	if err != nil {
 		return "", err
 	}
-	d, err := store.Named(w.Image)
+	d, err := v1.NewHash(digest)
 	if err != nil {
-		return "", err
+		return "", &isolate.Refusal{Code: launch.CodeInvalidSpec, Msg: fmt.Sprintf("image digest %q: %v", digest, err)}
 	}
 	p, err := images.ParsePlatform("linux/" + runtime.GOARCH)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/reconcile/state"
 	"github.com/nlx-dev/nlx/schema"
@@ -60,8 +61,11 @@ func classify(err error) (string, ExitCode) {
 		newer      *state.NewerSchemaError
 		imageErr   *images.Error
 		isoRefusal *isolate.Refusal
+		userErr    *provision.UserError
 	)
 	switch {
+	case errors.As(err, &userErr):
+		return userErr.Code, ExitError
 	case errors.As(err, &imageErr):
 		return imageErr.Code, ExitError
 	case errors.As(err, &isoRefusal):
@@ -143,7 +147,9 @@ func (a *app) report(err error) ExitCode {
 	var refusal *plan.Refusal
 	var imageErr *images.Error
 	var isoRefusal *isolate.Refusal
-	if !errors.As(err, &refusal) && !errors.As(err, &imageErr) && !errors.As(err, &isoRefusal) && code != codeGenericFailure && code != reconcile.CodeStateLocked {
+	var userErr *provision.UserError
+	if !errors.As(err, &refusal) && !errors.As(err, &imageErr) && !errors.As(err, &isoRefusal) && !errors.As(err, &userErr) &&
+		code != codeGenericFailure && code != reconcile.CodeStateLocked {
 		msg = code + ": " + msg
 	}
 	fmt.Fprintf(a.io.Err, "Error: %s\n", msg)

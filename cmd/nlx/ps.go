@@ -36,17 +36,28 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool, output string) e
 	if err != nil {
 		return err
 	}
+	// A launch recorded as running whose tree is proven gone was left so
+	// by an nlx that died before it could stop it (nlx ps never writes:
+	// the next nlx exec, or nlx stop, records its receipt).
+	gone := map[string]bool{}
+	for _, r := range rows {
+		var id isolate.Identity
+		if r.Status == "running" && json.Unmarshal([]byte(r.Identity), &id) == nil {
+			gone[r.LaunchID], _ = isolate.Gone(id)
+		}
+	}
 	if output == "json" {
 		type item struct {
 			LaunchID  string          `json:"launch_id"`
 			Workspace string          `json:"workspace"`
 			Status    string          `json:"status"`
+			Gone      bool            `json:"gone,omitempty"` // running, but its tree is proven gone
 			Identity  json.RawMessage `json:"identity"`
 			Receipt   json.RawMessage `json:"receipt,omitempty"`
 		}
 		items := []item{}
 		for _, r := range rows {
-			it := item{LaunchID: r.LaunchID, Workspace: r.Workspace, Status: r.Status, Identity: json.RawMessage(r.Identity)}
+			it := item{LaunchID: r.LaunchID, Workspace: r.Workspace, Status: r.Status, Gone: gone[r.LaunchID], Identity: json.RawMessage(r.Identity)}
 			if r.Receipt != "" {
 				it.Receipt = json.RawMessage(r.Receipt)
 			}
@@ -60,6 +71,9 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool, output string) e
 		var id isolate.Identity
 		json.Unmarshal([]byte(r.Identity), &id)
 		status := r.Status
+		if gone[r.LaunchID] {
+			status += " (gone: nlx stopped watching it; nlx stop " + r.LaunchID + " records its receipt)"
+		}
 		if r.Receipt != "" {
 			var rc isolate.Receipt
 			if json.Unmarshal([]byte(r.Receipt), &rc) == nil {

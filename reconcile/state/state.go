@@ -179,8 +179,21 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	case errors.Is(statErr, os.ErrNotExist) && (opts.MustExist || opts.ReadOnly):
 		return nil, fmt.Errorf("%w at %s", ErrNoState, path)
 	case errors.Is(statErr, os.ErrNotExist):
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		// The directory is searchable (the provider's user reaches the
+		// workspaces, credential homes and skills beside the state
+		// through it), not listable; the state file is root's alone.
+		// SQLite gives its -wal and -shm files the database's mode.
+		if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
 			return nil, fmt.Errorf("create state directory: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			err = f.Close()
+		} else if errors.Is(err, fs.ErrExist) {
+			err = nil // another first use made it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create state %s: %w", path, err)
 		}
 	case statErr != nil:
 		return nil, fmt.Errorf("state %s: %w", path, statErr)

@@ -33,11 +33,16 @@ func TestOpenCreates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fi.Mode().Perm() &^ 0o700; !fi.IsDir() || got != 0 {
-		t.Errorf("state directory mode = %v, want a directory private to its owner (0700)", fi.Mode())
+	// Searchable by the provider's user (who reaches the workspaces
+	// beside the state through it), listable by its owner only; the file
+	// and its -wal and -shm are its owner's alone.
+	if got := fi.Mode().Perm(); !fi.IsDir() || got != 0o711 {
+		t.Errorf("state directory mode = %v, want 0711", fi.Mode())
 	}
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("state file: %v, %v; want a regular file", fi, err)
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want a regular file of mode 0600", f, fi, err)
+		}
 	}
 
 	// journal_mode is stored in the file; foreign_keys is per connection, so

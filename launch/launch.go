@@ -1,0 +1,191 @@
+// Package launch is the only way anything launches: it turns the applied
+// state (the specs the last apply stored) and a launch's names into the
+// isolate.Request that isolate carries out. It never reads a config
+// directory: what runs on the host is what a reviewed plan applied. A
+// resource that is not applied, or is held, is refused, as are the
+// registry's rules broken in the applied state itself (a disabled
+// provider, a connection of another workspace).
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nlx-dev/nlx/internal/bytesize"
+	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// Refusal codes of launches the applied state does not allow. Nothing is
+// started.
+const (
+	CodeNotApplied       = "not_applied"          // the resource is in no applied state
+	CodeHeld             = "held"                 // the resource is held (an import under review)
+	CodeProviderDisabled = "provider_disabled"    // the connection's provider is applied disabled
+	CodeFeatureOff       = "provider_feature_off" // the provider needs a feature flag nothing turns on
+	CodeSkillMissing     = "skill_not_installed"  // an applied skill's package is not in the skill store
+	CodeInvalidSpec      = "invalid_applied_spec" // an applied spec nlx cannot read
+)
+
+// Status values of an applied resource.
+const (
+	StatusActive = "active"
+	StatusHeld   = "held"
+)
+
+// Applied is the applied state as a launch reads it.
+type Applied interface {
+	// Resource returns the applied spec and status of the resource at
+	// address (kind.name); found is false when there is none.
+	Resource(ctx context.Context, address string) (spec []byte, status string, found bool, err error)
+}
+
+// Host is where this host keeps what launches mount.
+type Host struct {
+	WorkspaceRoot  string // one directory per workspace
+	CredentialRoot string // every owner's credential homes
+	// SkillRoot holds the skill packages apply installed, as
+	// SkillRoot/NAME/HEX where HEX is the package digest's.
+	SkillRoot string
+}
+
+// Target names what to launch.
+type Target struct {
+	Workspace  string
+	Connection string
+}
+
+// Launch is a launch resolved from the applied state.
+type Launch struct {
+	Request isolate.Request
+	// ImageDigest is the native image the workspace is pinned to ("" when
+	// it has none): a launch in the image runs exactly that digest.
+	ImageDigest string
+	Provider    string // the connection's provider
+	ProviderCmd []string
+}
+
+func refuse(code, format string, args ...any) *isolate.Refusal {
+	return &isolate.Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Resolve reads the target's workspace, connection, provider and skills
+// from the applied state and returns the launch, or a refusal. The request
+// has no command, host environment or backend yet: the caller's.
+func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, error) {
+	var w schema.Workspace
+	if err := read(ctx, st, schema.KindWorkspace, t.Workspace, &w); err != nil {
+		return nil, err
+	}
+	var c schema.Connection
+	if err := read(ctx, st, schema.KindConnection, t.Connection, &c); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Workspace != t.Workspace:
+		return nil, refuse(schema.CodeWrongWorkspace, "connection %s belongs to workspace %s, not %s", t.Connection, c.Workspace, t.Workspace)
+	case c.Scope == "personal" && w.Kind == "team":
+		return nil, refuse(schema.CodePersonalOnTeam, "personal connection %s cannot run in team workspace %s", t.Connection, t.Workspace)
+	}
+	var p schema.Provider
+	if err := read(ctx, st, schema.KindProvider, c.Provider, &p); err != nil {
+		return nil, err
+	}
+	switch {
+	case !p.Enabled():
+		return nil, refuse(CodeProviderDisabled, "connection %s uses provider %s, which the applied state has %s", t.Connection, c.Provider, orDisabled(p.Status))
+	case p.Feature != "":
+		// No feature flag can be turned on yet: a provider behind one
+		// never runs.
+		return nil, refuse(CodeFeatureOff, "provider %s runs only with feature flag %q on, and this host turns no feature flag on", c.Provider, p.Feature)
+	}
+	mem, err := bytesize.Parse(w.Limits.Memory)
+	if err != nil {
+		return nil, refuse(CodeInvalidSpec, "workspace %s: %v", t.Workspace, err)
+	}
+	l := &Launch{
+		ImageDigest: w.ImageDigest,
+		Provider:    c.Provider,
+		ProviderCmd: slices.Clone(p.Command),
+		Request: isolate.Request{
+			Workspace:      t.Workspace,
+			WorkspaceRoot:  host.WorkspaceRoot,
+			WorkspaceDir:   filepath.Join(host.WorkspaceRoot, t.Workspace),
+			Policy:         isolate.Policy(w.Policy),
+			Egress:         isolate.Egress(w.Network.Egress),
+			CredentialRoot: host.CredentialRoot,
+			CredentialHome: c.CredentialHome,
+			Limits:         isolate.Limits{MemoryBytes: mem, CPU: w.Limits.CPU, Pids: w.Limits.Pids},
+			Env:            map[string]string{},
+		},
+	}
+	for k, v := range p.Env {
+		l.Request.Env[k] = v
+	}
+	switch p.Kind {
+	case "codex-app-server":
+		l.Request.Env["CODEX_HOME"] = isolate.CredentialPath
+	case "claude-code":
+		l.Request.Env["CLAUDE_CONFIG_DIR"] = isolate.CredentialPath
+	}
+	for _, name := range w.Skills {
+		var sk schema.Skill
+		if err := read(ctx, st, schema.KindSkill, name, &sk); err != nil {
+			return nil, err
+		}
+		if sk.Scope == "personal" && sk.Owner != c.Owner {
+			continue // another owner's personal skill stays invisible
+		}
+		dir, err := SkillDir(host.SkillRoot, name, sk.Digest)
+		if err != nil {
+			return nil, err
+		}
+		l.Request.Skills = append(l.Request.Skills, isolate.SkillMount{Name: name, Dir: dir})
+	}
+	return l, nil
+}
+
+// SkillDir is where apply installs the package of skill name with digest
+// ("sha256:HEX"): SkillRoot/NAME/HEX.
+func SkillDir(root, name, digest string) (string, error) {
+	hex, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" || !schema.ValidName(name) {
+		return "", refuse(CodeInvalidSpec, "skill %s: digest %q is not sha256:HEX", name, digest)
+	}
+	if root == "" {
+		return "", refuse(CodeSkillMissing, "skill %s: no skill store on this host", name)
+	}
+	return filepath.Join(root, name, hex), nil
+}
+
+// read decodes the applied spec of kind.name into v, refusing what is not
+// applied or is held.
+func read(ctx context.Context, st Applied, kind schema.Kind, name string, v any) error {
+	addr := string(kind) + "." + name
+	spec, status, found, err := st.Resource(ctx, addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("read %s from the state: %w", addr, err)
+	case !found:
+		return refuse(CodeNotApplied, "%s is not in the applied state: plan and apply it first", addr)
+	case status == StatusHeld:
+		return refuse(CodeHeld, "%s is held (an import under review): an admin's approved plan releases it", addr)
+	case status != StatusActive:
+		return refuse(CodeInvalidSpec, "%s has status %q in the state", addr, status)
+	}
+	if err := json.Unmarshal(spec, v); err != nil {
+		return refuse(CodeInvalidSpec, "%s: applied spec: %v", addr, err)
+	}
+	return nil
+}
+
+func orDisabled(status string) string {
+	if status == "" {
+		return "disabled"
+	}
+	return status
+}

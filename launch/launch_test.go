@@ -1,0 +1,145 @@
+package launch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/schema"
+)
+
+// res is one applied resource.
+type res struct {
+	spec   any
+	status string
+}
+
+// applied is an in-memory applied state.
+type applied map[string]res
+
+var _ Applied = applied{}
+
+func (a applied) Resource(_ context.Context, address string) ([]byte, string, bool, error) {
+	r, ok := a[address]
+	if !ok {
+		return nil, "", false, nil
+	}
+	spec, err := json.Marshal(r.spec)
+	return spec, r.status, true, err
+}
+
+const digest = "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+// base is a team workspace with a team connection on an enabled Codex, a
+// team skill and another owner's personal skill.
+func base() applied {
+	return applied{
+		"workspace.platform": {schema.Workspace{Team: "platform", Kind: "team", Policy: "workspace_write",
+			Limits: schema.Limits{Memory: "3Gi", CPU: 2, Pids: 512}, Skills: []string{"notes", "bobs"},
+			Network: schema.Network{Egress: "none"}, ImageDigest: "sha256:abc"}, StatusActive},
+		"workspace.alice": {schema.Workspace{Team: "platform", Kind: "personal", Owner: "alice", Policy: "read_only",
+			Limits: schema.Limits{Memory: "1Gi"}, Network: schema.Network{Egress: "full"}}, StatusActive},
+		"connection.team": {schema.Connection{Owner: "alice", Scope: "team", Workspace: "platform", Provider: "codex",
+			CredentialHome: "platform/codex"}, StatusActive},
+		"connection.mine": {schema.Connection{Owner: "alice", Scope: "personal", Workspace: "platform", Provider: "codex",
+			CredentialHome: "alice/codex"}, StatusActive},
+		"provider.codex": {schema.Provider{Kind: "codex-app-server", Status: "enabled", Command: []string{"codex", "app-server"},
+			Env: map[string]string{"RUST_LOG": "warn"}}, StatusActive},
+		"skill.notes": {schema.Skill{Scope: "team", Digest: digest}, StatusActive},
+		"skill.bobs":  {schema.Skill{Scope: "personal", Owner: "bob", Digest: digest}, StatusActive},
+	}
+}
+
+var host = Host{WorkspaceRoot: "/srv/ws", CredentialRoot: "/srv/cred", SkillRoot: "/srv/skills"}
+
+func TestResolve(t *testing.T) {
+	l, err := Resolve(context.Background(), base(), host, Target{Workspace: "platform", Connection: "team"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.Request
+	want := isolate.Request{
+		Workspace: "platform", WorkspaceRoot: "/srv/ws", WorkspaceDir: "/srv/ws/platform",
+		Policy: isolate.WorkspaceWrite, Egress: isolate.EgressNone,
+		CredentialRoot: "/srv/cred", CredentialHome: "platform/codex",
+		Limits: isolate.Limits{MemoryBytes: 3 << 30, CPU: 2, Pids: 512},
+	}
+	if r.Workspace != want.Workspace || r.WorkspaceDir != want.WorkspaceDir || r.Policy != want.Policy || r.Egress != want.Egress ||
+		r.CredentialRoot != want.CredentialRoot || r.CredentialHome != want.CredentialHome || r.Limits != want.Limits {
+		t.Errorf("request:\n got %+v\nwant %+v", r, want)
+	}
+	if r.Env["CODEX_HOME"] != isolate.CredentialPath || r.Env["RUST_LOG"] != "warn" {
+		t.Errorf("env %v", r.Env)
+	}
+	// bob's personal skill stays invisible to alice's connection.
+	wantSkill := filepath.Join("/srv/skills", "notes", strings.TrimPrefix(digest, "sha256:"))
+	if len(r.Skills) != 1 || r.Skills[0].Name != "notes" || r.Skills[0].Dir != wantSkill {
+		t.Errorf("skills %+v, want only notes at %s", r.Skills, wantSkill)
+	}
+	if l.ImageDigest != "sha256:abc" || l.Provider != "codex" {
+		t.Errorf("image %q provider %q", l.ImageDigest, l.Provider)
+	}
+}
+
+func TestResolveRefuses(t *testing.T) {
+	team := Target{Workspace: "platform", Connection: "team"}
+	tests := []struct {
+		name   string
+		edit   func(applied)
+		target Target
+		code   string
+	}{
+		{"workspace not applied", func(a applied) {}, Target{Workspace: "edited-in", Connection: "team"}, CodeNotApplied},
+		{"connection not applied", func(a applied) {}, Target{Workspace: "platform", Connection: "new"}, CodeNotApplied},
+		{"provider not applied", func(a applied) { delete(a, "provider.codex") }, team, CodeNotApplied},
+		{"skill not applied", func(a applied) { delete(a, "skill.notes") }, team, CodeNotApplied},
+		{"workspace held", func(a applied) { hold(a, "workspace.platform") }, team, CodeHeld},
+		{"connection held", func(a applied) { hold(a, "connection.team") }, team, CodeHeld},
+		{"provider held", func(a applied) { hold(a, "provider.codex") }, team, CodeHeld},
+		{"skill held", func(a applied) { hold(a, "skill.notes") }, team, CodeHeld},
+		{"provider disabled", func(a applied) {
+			r := a["provider.codex"]
+			p := r.spec.(schema.Provider)
+			p.Status = "disabled"
+			a["provider.codex"] = res{p, r.status}
+		}, team, CodeProviderDisabled},
+		{"provider behind a feature flag", func(a applied) {
+			r := a["provider.codex"]
+			p := r.spec.(schema.Provider)
+			p.Feature = "preview"
+			a["provider.codex"] = res{p, r.status}
+		}, team, CodeFeatureOff},
+		{"connection of another workspace", func(a applied) {}, Target{Workspace: "alice", Connection: "team"}, schema.CodeWrongWorkspace},
+		{"personal connection on a team workspace", func(a applied) {}, Target{Workspace: "platform", Connection: "mine"}, schema.CodePersonalOnTeam},
+		{"memory that overflows", func(a applied) {
+			r := a["workspace.platform"]
+			w := r.spec.(schema.Workspace)
+			w.Limits.Memory = "17179869185Gi"
+			a["workspace.platform"] = res{w, r.status}
+		}, team, CodeInvalidSpec},
+		{"skill digest not a digest", func(a applied) {
+			a["skill.notes"] = res{schema.Skill{Scope: "team", Digest: "sha256:../../etc"}, StatusActive}
+		}, team, CodeInvalidSpec},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := base()
+			tt.edit(a)
+			_, err := Resolve(context.Background(), a, host, tt.target)
+			var r *isolate.Refusal
+			if !errors.As(err, &r) || r.Code != tt.code {
+				t.Fatalf("Resolve: %v, want refusal %s", err, tt.code)
+			}
+		})
+	}
+}
+
+func hold(a applied, address string) {
+	r := a[address]
+	r.status = StatusHeld
+	a[address] = r
+}
