@@ -19,7 +19,7 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 		fmt.Println("\nisolation: not measured: cgroups and runc need root")
 		return nil
 	}
-	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkLaunch", "-benchtime", "100x", "-count", "5", "./isolate").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "BenchmarkLaunch|BenchmarkBwrapFilter", "-benchtime", "100x", "-count", "5", "./isolate").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("isolate benchmark: %v\n%s", err, out)
 	}
@@ -28,10 +28,13 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 	runs := map[string]map[string][]float64{}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLaunch/") {
+		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkLaunch/") && !strings.HasPrefix(f[0], "BenchmarkBwrapFilter") {
 			continue
 		}
 		name := strings.TrimPrefix(f[0], "BenchmarkLaunch/")
+		if strings.HasPrefix(f[0], "BenchmarkBwrapFilter") {
+			name = "filter-"
+		}
 		if i := strings.LastIndex(name, "-"); i > 0 {
 			name = name[:i]
 		}
@@ -64,6 +67,10 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 			continue
 		}
 		fmt.Printf("  %-6s %.1f ms, raw %.1f ms: ratio %.2f (target <= %.1f) %s\n", pair.name, median(m["nlx-ms"]), median(m["raw-ms"]), r, pair.target, verdict(r <= pair.target))
+	}
+	if m := runs["filter"]; len(m["bare-ms"]) > 0 {
+		fmt.Printf("  (the raw bwrap runs nlx's command line, seccomp filter and bind handles included; without them: %.1f ms against %.1f ms, %+.0f%%)\n",
+			median(m["bare-ms"]), median(m["filtered-ms"]), 100*median(m["x-extra"]))
 	}
 
 	// nlx exec of /bin/true in a one-workspace config: its peak RSS.

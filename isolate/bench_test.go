@@ -15,10 +15,14 @@ import (
 
 // BenchmarkLaunch measures launch to exit of /bin/true through isolate
 // (spec, cgroup, identity record, launch, wait, stop receipt) against the
-// same bubblewrap command line and the same runc bundle run raw from Go, without cgroup or identity. Each iteration
-// runs one raw launch and one isolated launch, alternating which goes
-// first, so that a noisy machine slows both alike; the sub-benchmark
-// reports the median of each (nlx-ms, raw-ms) and their ratio (x-raw).
+// same bubblewrap command line (its seccomp program and bind handles
+// included) and the same runc bundle run raw from Go, without cgroup or
+// identity. Each iteration runs one raw launch and one isolated launch,
+// alternating which goes first, so that a noisy machine slows both alike;
+// the sub-benchmark reports the median of each (nlx-ms, raw-ms) and their
+// ratio (x-raw). For bubblewrap it also runs the command line without the
+// seccomp filter and with every source bound by path (bare-ms), so that
+// what the filter and the handles cost bubblewrap shows on its own.
 //
 //	go test ./isolate -run '^$' -bench . -benchtime 30x
 func BenchmarkLaunch(b *testing.B) {
@@ -40,7 +44,7 @@ func BenchmarkLaunch(b *testing.B) {
 			needBackend(b, be)
 			req := req
 			req.Backend = be
-			raw, cleanup := rawLaunch(b, be, req, state)
+			raw, cleanup := rawLaunch(b, be, req, state, false)
 			defer cleanup()
 			rec := &fakeRecorder{}
 			isolated := func() error {
@@ -82,11 +86,45 @@ func BenchmarkLaunch(b *testing.B) {
 	}
 }
 
+// BenchmarkBwrapFilter is what the seccomp filter and the bind handles
+// cost bubblewrap itself: its command line as nlx runs it against the same
+// without the filter and with every source bound by path (bare-ms),
+// interleaved as BenchmarkLaunch is.
+func BenchmarkBwrapFilter(b *testing.B) {
+	needBackend(b, Bwrap)
+	f := newFixture(b)
+	req := f.request(Bwrap, WorkspaceWrite, "/bin/true")
+	full, c1 := rawLaunch(b, Bwrap, req, b.TempDir(), false)
+	defer c1()
+	bare, c2 := rawLaunch(b, Bwrap, req, b.TempDir(), true)
+	defer c2()
+	runs := []func() error{full, bare}
+	times := make([][]time.Duration, 2)
+	i := 0
+	for b.Loop() {
+		for j := range 2 {
+			k := (i + j) % 2 // which goes first alternates
+			t0 := time.Now()
+			if err := runs[k](); err != nil {
+				b.Fatal(err)
+			}
+			times[k] = append(times[k], time.Since(t0))
+		}
+		i++
+	}
+	fm, bm := medianDuration(times[0]), medianDuration(times[1])
+	b.ReportMetric(float64(fm.Microseconds())/1e3, "filtered-ms")
+	b.ReportMetric(float64(bm.Microseconds())/1e3, "bare-ms")
+	b.ReportMetric(float64(fm-bm)/float64(bm), "x-extra")
+}
+
 // rawLaunch returns a function that runs req's sandbox with the backend
-// alone: bwrap with the arguments nlx would give it, runc on a bundle of
-// the compiled spec whose container cgroup runc makes and removes itself.
-func rawLaunch(b *testing.B, be Backend, req Request, state string) (func() error, func()) {
-	s, err := Compile(req)
+// alone: bwrap with the arguments and descriptors nlx would give it (with
+// bare, no seccomp filter and every source bound by path), runc on a bundle
+// of the compiled spec whose container cgroup runc makes and removes
+// itself.
+func rawLaunch(b testing.TB, be Backend, req Request, state string, bare bool) (func() error, func()) {
+	s, h, err := compile(req)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,28 +132,41 @@ func rawLaunch(b *testing.B, be Backend, req Request, state string) (func() erro
 	if err != nil {
 		b.Fatal(err)
 	}
-	var cred *syscall.Credential
+	if be == Bwrap {
+		cred := bwrapCredential(s)
+		if bare {
+			s.Linux.Seccomp = nil
+			s.Linux.ReadonlyPaths = slices.DeleteFunc(s.Linux.ReadonlyPaths, func(p string) bool { return strings.HasPrefix(p, WorkspacePath+"/") })
+		}
+		return func() error {
+			var pass []*os.File
+			fds := bwrapFDs{seccomp: -1}
+			if !bare {
+				var err error
+				if pass, fds, err = bwrapPass(s, h); err != nil {
+					return err
+				}
+				defer pass[0].Close()
+			}
+			args, err := bwrapArgs(s, fds)
+			if err != nil {
+				return err
+			}
+			cmd := exec.Command(path, args...)
+			cmd.ExtraFiles = append([]*os.File{nil, nil}, pass...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setsid: true}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s: %v: %s", be, err, out)
+			}
+			return nil
+		}, h.close
+	}
+	h.close()
 	run := func(args ...string) error {
-		cmd := exec.Command(path, args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := exec.Command(path, args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %v: %s", be, err, out)
 		}
 		return nil
-	}
-	if be == Bwrap {
-		// The raw peer runs as the provider's user too, with the same
-		// mounts by path, without the seccomp filter and the read-only
-		// .git and .nlx (bound by handles nlx holds): what those cost
-		// shows in the ratio.
-		s.Linux.Seccomp = nil
-		s.Linux.ReadonlyPaths = slices.DeleteFunc(s.Linux.ReadonlyPaths, func(p string) bool { return strings.HasPrefix(p, WorkspacePath+"/") })
-		cred = bwrapCredential(s)
-		args, err := bwrapArgs(s, bwrapFDs{seccomp: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return func() error { return run(args...) }, func() {}
 	}
 	parent := DefaultCgroupParent + "/bench-raw-" + newID()
 	s.Linux.CgroupsPath = parent + "/" + containerLeaf
