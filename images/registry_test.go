@@ -84,6 +84,16 @@ func roundTrip(t *testing.T, host string) {
 	if now, err := Resolve(ctx, ref); err != nil || now != second.Digest {
 		t.Errorf("resolve after the move: %s %v", now, err)
 	}
+
+	// A reference by digest pins that digest: a plan pinning another one
+	// (a hand-edited pin) is refused, whatever the store holds.
+	byDigest := repository(ref) + "@" + first.Digest.String()
+	if err := empty.Available(ctx, "small", plan.ImagePin{Digest: first.Digest.String(), Ref: byDigest}); err != nil {
+		t.Errorf("digest reference pinned to its digest: %v", err)
+	}
+	if err := empty.Available(ctx, "small", plan.ImagePin{Digest: second.Digest.String(), Ref: byDigest}); code(err) != CodeImageRefMoved {
+		t.Errorf("digest reference pinned to another digest: got %v, want %s", err, CodeImageRefMoved)
+	}
 }
 
 func code(err error) string {

@@ -92,6 +92,10 @@ func (c *Checker) Available(ctx context.Context, imageName string, pin plan.Imag
 	}
 	if pin.Ref != "" {
 		if ref, err := name.ParseReference(pin.Ref); err == nil {
+			if dr, pinned := ref.(name.Digest); pinned && dr.DigestStr() != d.String() {
+				// A reference that names its digest names the pin.
+				return plan.Refusef(CodeImageRefMoved, "image %s: %s names digest %s, but the plan pins %s", imageName, pin.Ref, dr.DigestStr(), d)
+			}
 			if _, pinned := ref.(name.Digest); !pinned {
 				now, err := Resolve(ctx, pin.Ref)
 				if err != nil {

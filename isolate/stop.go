@@ -316,21 +316,11 @@ func removeRuncState(rec Identity) error {
 // terminal gone) before it could stop it; Stop writes its receipt. A
 // launch of another host or pid namespace is never proven gone.
 func Gone(rec Identity) (bool, error) {
-	me, err := self()
-	if err != nil {
-		return false, err
-	}
-	if rec.Host != me.Host {
-		return false, nil
-	}
-	if rec.Boot != me.Boot {
-		return true, nil
-	}
-	if gone, err := procid.Gone(rec.Identity); err != nil || !gone {
-		return false, err
-	}
-	if rec.Cgroup == "" {
-		return true, nil
+	// procid.Gone proves the recorded process gone on this host (or the
+	// host rebooted, taking the cgroup along): then only what the tree
+	// left in the cgroup can keep it alive.
+	if gone, err := procid.Gone(rec.Identity); err != nil || !gone || rec.Cgroup == "" {
+		return gone, err
 	}
 	host, err := cgroupHostCached()
 	if err != nil {

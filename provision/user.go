@@ -43,10 +43,7 @@ var creating sync.Mutex
 // DefaultProviderUser, created here when nlx is root and it is missing.
 // Root is never a provider user.
 func ProviderUser(ctx context.Context) (*Owner, error) {
-	name := os.Getenv("NLX_PROVIDER_USER")
-	if name == "" {
-		name = DefaultProviderUser
-	}
+	name := ProviderUserName()
 	o, err := lookupOwner(name)
 	var unknown user.UnknownUserError
 	if errors.As(err, &unknown) && name == DefaultProviderUser && os.Geteuid() == 0 {
@@ -65,6 +62,33 @@ func ProviderUser(ctx context.Context) (*Owner, error) {
 	}
 	if o.UID == 0 || o.GID == 0 {
 		return nil, &UserError{"provider_user_root", fmt.Sprintf("provider user %q is root's (%d:%d): providers never run as root", name, o.UID, o.GID)}
+	}
+	return o, nil
+}
+
+// ProviderUserName is NLX_PROVIDER_USER, else DefaultProviderUser.
+func ProviderUserName() string {
+	if name := os.Getenv("NLX_PROVIDER_USER"); name != "" {
+		return name
+	}
+	return DefaultProviderUser
+}
+
+// FindProviderUser is ProviderUser without creating anything: nil, nil
+// when the default user is missing and nlx, as root, would create it.
+func FindProviderUser() (*Owner, error) {
+	name := ProviderUserName()
+	o, err := lookupOwner(name)
+	var unknown user.UnknownUserError
+	switch {
+	case errors.As(err, &unknown) && name == DefaultProviderUser && os.Geteuid() == 0:
+		return nil, nil
+	case errors.As(err, &unknown):
+		return nil, &UserError{CodeProviderUserMissing, fmt.Sprintf("provider user %q does not exist", name)}
+	case err != nil:
+		return nil, err
+	case o.UID == 0 || o.GID == 0:
+		return nil, &UserError{"provider_user_root", fmt.Sprintf("provider user %q is root's (%d:%d)", name, o.UID, o.GID)}
 	}
 	return o, nil
 }

@@ -21,11 +21,7 @@ import (
 // it (or leaves it unreaped, to make a zombie).
 func (h *host) start(env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	h.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "nlx"), args...)
-	cmd.Dir = h.dir
-	cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "NLX_ACTOR=ci", "NLX_FAULT=", "NLX_FAULT_TRACE=",
-		"GOWORK="+filepath.Join(binDir, "go.work"), "NLX_IMAGE_CACHE="+filepath.Join(binDir, "image-cache"))
-	cmd.Env = append(cmd.Env, env...)
+	cmd := h.command(env, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

@@ -38,11 +38,7 @@ func newHost(t *testing.T) *host {
 // code (128+signal for a killed process).
 func (h *host) run(env []string, args ...string) (string, string, int) {
 	h.t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "nlx"), args...)
-	cmd.Dir = h.dir
-	cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "NLX_ACTOR=ci", "NLX_FAULT=", "NLX_FAULT_TRACE=",
-		"GOWORK="+filepath.Join(binDir, "go.work"), "NLX_IMAGE_CACHE="+filepath.Join(binDir, "image-cache"))
-	cmd.Env = append(cmd.Env, env...)
+	cmd := h.command(env, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -58,6 +54,16 @@ func (h *host) run(env []string, args ...string) (string, string, int) {
 		h.t.Fatalf("run nlx: %v", err)
 	}
 	return stdout.String(), stderr.String(), code
+}
+
+// command is nlx with args run on the host, with env additions.
+func (h *host) command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(binDir, "nlx"), args...)
+	cmd.Dir = h.dir
+	cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "NLX_ACTOR=ci", "NLX_FAULT=", "NLX_FAULT_TRACE=",
+		"GOWORK="+filepath.Join(binDir, "go.work"), "NLX_IMAGE_CACHE="+filepath.Join(binDir, "image-cache"))
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
 }
 
 // must runs nlx and requires exit code want.

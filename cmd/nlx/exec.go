@@ -50,7 +50,9 @@ receipt and exits 128 + the signal's number (130 for Ctrl-C).
 
 A workspace, connection, provider or skill that is not applied is refused
 (not_applied), as is a held one (held) and a connection on a disabled
-provider (provider_disabled).
+provider (provider_disabled). The command runs as the provider user
+($NLX_PROVIDER_USER, a name or UID:GID; default nlx-provider, created when
+missing), never as root, under every launch's seccomp filter.
 
 The workspace directory is $NLX_WORKSPACE_ROOT/W (default: workspaces/ beside
 the state; nlx apply creates it); credential homes live under

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile/state"
 )
 
@@ -135,6 +137,7 @@ launched safely.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.output = output
 			r := isolate.Doctor(cmd.Context())
+			r.Findings = append(r.Findings, providerUserFinding())
 			if output == "json" {
 				if err := a.writeJSON(map[string]any{"can_launch": r.CanLaunch(), "report": r}); err != nil {
 					return err
@@ -142,7 +145,7 @@ launched safely.`,
 			} else {
 				printDoctor(a, r)
 			}
-			if !r.CanLaunch() {
+			if !r.CanLaunch() || !r.Findings[len(r.Findings)-1].OK {
 				a.jsonReported = true
 				return &isolate.Refusal{Code: "cannot_launch", Msg: "this host cannot launch a provider safely; fix the gaps above"}
 			}
@@ -167,7 +170,27 @@ func printDoctor(a *app, r isolate.Report) {
 		}
 	}
 	tw.Flush()
-	if r.CanLaunch() {
+	if r.CanLaunch() && r.Findings[len(r.Findings)-1].OK {
 		fmt.Fprintln(a.io.Out, "\nA provider can be launched safely on this host.")
 	}
+}
+
+// providerUserFinding reports who providers run as (last of the findings).
+func providerUserFinding() isolate.Finding {
+	f := isolate.Finding{Name: "provider.user"}
+	if os.Geteuid() != 0 {
+		f.OK, f.Detail = true, fmt.Sprintf("nlx is not root: providers run as its own user (uid %d)", os.Geteuid())
+		return f
+	}
+	o, err := provision.FindProviderUser()
+	switch {
+	case err != nil:
+		f.Detail = err.Error()
+		f.Fix = "create it (useradd --system --user-group --no-create-home --shell /usr/sbin/nologin NAME) or set NLX_PROVIDER_USER to a user (or UID:GID) that is not root"
+	case o == nil:
+		f.OK, f.Detail = true, provision.DefaultProviderUser+" does not exist yet: nlx creates it at the first launch or apply"
+	default:
+		f.OK, f.Detail = true, fmt.Sprintf("providers run as %s (uid %d, gid %d)", o.Name, o.UID, o.GID)
+	}
+	return f
 }

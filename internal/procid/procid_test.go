@@ -71,10 +71,9 @@ func startSleeper(t *testing.T, name string) *exec.Cmd {
 	return cmd
 }
 
-// exited returns the identity a child had while it ran; the child has been
-// killed and reaped, so its pid names no process (or, recycled, one that
-// started at another time).
-func exited(t *testing.T) Identity {
+// killedChild starts a child, notes its identity and kills it, leaving it
+// unreaped.
+func killedChild(t *testing.T) (Identity, *exec.Cmd) {
 	t.Helper()
 	self, err := Self()
 	if err != nil {
@@ -89,6 +88,15 @@ func exited(t *testing.T) Identity {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	return id, cmd
+}
+
+// exited returns the identity a child had while it ran; the child has been
+// killed and reaped, so its pid names no process (or, recycled, one that
+// started at another time).
+func exited(t *testing.T) Identity {
+	t.Helper()
+	id, cmd := killedChild(t)
 	cmd.Wait()
 	return id
 }
@@ -98,19 +106,7 @@ func exited(t *testing.T) Identity {
 // start time it had while it ran.
 func unreaped(t *testing.T) Identity {
 	t.Helper()
-	self, err := Self()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := startSleeper(t, "")
-	id := self
-	id.PID = cmd.Process.Pid
-	if id.Start, err = StartTime(id.PID); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
+	id, _ := killedChild(t)
 	for i := 0; ; i++ {
 		st, err := stat(id.PID)
 		if err != nil {
