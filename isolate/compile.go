@@ -305,9 +305,11 @@ type resolved struct {
 	skillFs                        []*os.File
 }
 
+// protectedMount is a read-only path inside the workspace (dst, as the
+// sandbox sees it) and the handle of what it is on the host.
 type protectedMount struct {
-	src, dst string
-	f        *os.File
+	dst string
+	f   *os.File
 }
 
 // take hands *f over to the caller: close no longer closes it.
@@ -500,15 +502,12 @@ func checkWorkspace(root, dir string) (string, *os.File, error) {
 	if err != nil {
 		return outside("workspace: %v", err)
 	}
-	rdir, err := realPath(f)
-	if k, kerr := kind(f); err != nil || kerr != nil || k != 'd' || !strictlyInside(rroot, rdir) {
+	rdir, k, err := locate(f)
+	if err == nil && (k != 'd' || !strictlyInside(rroot, rdir)) {
+		err = fmt.Errorf("it is %s, not a directory inside %s", rdir, rroot)
+	}
+	if err != nil {
 		f.Close()
-		if err == nil {
-			err = kerr
-		}
-		if err == nil {
-			err = fmt.Errorf("it is %s, not a directory inside %s", rdir, rroot)
-		}
 		return outside("workspace %s: %v", dir, err)
 	}
 	return rdir, f, nil
@@ -536,12 +535,11 @@ func checkProtected(wsF *os.File, ws string) ([]protectedMount, error) {
 		if err != nil {
 			return fail(refuse(CodeWorkspaceOutsideRoot, "%v", err))
 		}
-		target, err := realPath(f)
-		k, kerr := kind(f)
+		target, k, err := locate(f)
 		switch {
-		case err != nil || kerr != nil:
+		case err != nil:
 			f.Close()
-			return fail(refuse(CodeWorkspaceOutsideRoot, "%s: %v", filepath.Join(ws, name), errors.Join(err, kerr)))
+			return fail(refuse(CodeWorkspaceOutsideRoot, "%s: %v", filepath.Join(ws, name), err))
 		case !strictlyInside(ws, target):
 			f.Close()
 			return fail(refuse(CodeWorkspaceOutsideRoot, "%s points outside the workspace, at %s", filepath.Join(ws, name), target))
@@ -550,7 +548,7 @@ func checkProtected(wsF *os.File, ws string) ([]protectedMount, error) {
 			return fail(refuse(CodeWorkspaceOutsideRoot, "%s is neither a directory nor a file", target))
 		}
 		rel, _ := filepath.Rel(ws, target)
-		out = append(out, protectedMount{src: target, dst: WorkspacePath + "/" + filepath.ToSlash(rel), f: f})
+		out = append(out, protectedMount{dst: WorkspacePath + "/" + filepath.ToSlash(rel), f: f})
 	}
 	return out, nil
 }
@@ -594,12 +592,11 @@ func checkCredentialHome(root, home string) (string, string, *os.File, error) {
 	if err != nil {
 		return unsafe("credential home %s: %v", home, err)
 	}
-	p, err := realPath(f)
-	k, kerr := kind(f)
+	p, k, err := locate(f)
 	switch {
-	case err != nil || kerr != nil:
+	case err != nil:
 		f.Close()
-		return unsafe("credential home %s: %v", home, errors.Join(err, kerr))
+		return unsafe("credential home %s: %v", home, err)
 	case k != 'd':
 		f.Close()
 		return unsafe("credential home %s is not a directory", p)

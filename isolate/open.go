@@ -151,20 +151,24 @@ func realPath(f *os.File) (string, error) {
 	return p, nil
 }
 
-// kind is the handle's file type: 'd' directory, 'f' regular file, '?'
-// anything else.
-func kind(f *os.File) (byte, error) {
+// locate is where an open handle really is and its file type: 'd' a
+// directory, 'f' a regular file, '?' anything else.
+func locate(f *os.File) (string, byte, error) {
+	p, err := realPath(f)
+	if err != nil {
+		return "", 0, err
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", f.Name(), err)
+		return "", 0, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
-		return 'd', nil
+		return p, 'd', nil
 	case unix.S_IFREG:
-		return 'f', nil
+		return p, 'f', nil
 	}
-	return '?', nil
+	return p, '?', nil
 }
 
 // handles are a launch's bind sources, open, by mount destination.

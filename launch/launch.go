@@ -13,10 +13,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/nlx-dev/nlx/internal/bytesize"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -150,16 +150,16 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 }
 
 // SkillDir is where apply installs the package of skill name with digest
-// ("sha256:HEX"): SkillRoot/NAME/HEX.
+// ("sha256:HEX"): SkillRoot/NAME/HEX (provision.SkillDir).
 func SkillDir(root, name, digest string) (string, error) {
-	hex, ok := strings.CutPrefix(digest, "sha256:")
-	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" || !schema.ValidName(name) {
-		return "", refuse(CodeInvalidSpec, "skill %s: digest %q is not sha256:HEX", name, digest)
-	}
 	if root == "" {
 		return "", refuse(CodeSkillMissing, "skill %s: no skill store on this host", name)
 	}
-	return filepath.Join(root, name, hex), nil
+	dir, err := provision.SkillDir(root, name, digest)
+	if err != nil {
+		return "", refuse(CodeInvalidSpec, "%v", err)
+	}
+	return dir, nil
 }
 
 // read decodes the applied spec of kind.name into v, refusing what is not

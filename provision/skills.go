@@ -18,6 +18,16 @@ import (
 	"github.com/nlx-dev/nlx/schema"
 )
 
+// SkillDir is where the package of skill name with digest ("sha256:HEX")
+// is installed: root/NAME/HEX. Launches mount it from there.
+func SkillDir(root, name, digest string) (string, error) {
+	hex, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" || !schema.ValidName(name) {
+		return "", fmt.Errorf("skill %s: digest %q is not sha256:HEX", name, digest)
+	}
+	return filepath.Join(root, name, hex), nil
+}
+
 // installSkill copies the skill package the change's spec names from the
 // config into SkillRoot/NAME/HEX: into a private directory first, whose
 // digest must be the spec's (so the copy is what the plan named, whatever
@@ -28,14 +38,14 @@ func (h *Host) installSkill(c *plan.Change) (string, error) {
 	if err := json.Unmarshal(c.After, &sk); err != nil {
 		return "", fmt.Errorf("read the skill's spec: %w", err)
 	}
-	hexDigest, ok := strings.CutPrefix(sk.Digest, "sha256:")
-	if !ok || len(hexDigest) != 64 || strings.Trim(hexDigest, "0123456789abcdef") != "" {
-		return "", fmt.Errorf("skill digest %q is not sha256:HEX", sk.Digest)
-	}
 	if h.SkillRoot == "" || h.ConfigDir == "" {
 		return "", errors.New("no skill store or config directory to install the package from")
 	}
-	dir := filepath.Join(h.SkillRoot, c.Name, hexDigest)
+	dir, err := SkillDir(h.SkillRoot, c.Name, sk.Digest)
+	if err != nil {
+		return "", err
+	}
+	hexDigest := filepath.Base(dir)
 	if _, err := os.Lstat(dir); err == nil {
 		return dir, nil
 	}

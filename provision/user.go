@@ -43,27 +43,20 @@ var creating sync.Mutex
 // DefaultProviderUser, created here when nlx is root and it is missing.
 // Root is never a provider user.
 func ProviderUser(ctx context.Context) (*Owner, error) {
-	name := ProviderUserName()
-	o, err := lookupOwner(name)
-	var unknown user.UnknownUserError
-	if errors.As(err, &unknown) && name == DefaultProviderUser && os.Geteuid() == 0 {
-		creating.Lock()
-		err = createSystemUser(ctx, name)
-		creating.Unlock()
-		if err == nil {
-			o, err = lookupOwner(name)
-		}
+	if o, err := FindProviderUser(); err != nil || o != nil {
+		return o, err
 	}
-	if errors.As(err, &unknown) {
-		return nil, &UserError{CodeProviderUserMissing, fmt.Sprintf("provider user %q does not exist; create it (useradd --system --user-group --no-create-home --shell /usr/sbin/nologin %s) or set NLX_PROVIDER_USER", name, name)}
-	}
+	creating.Lock()
+	err := createSystemUser(ctx, DefaultProviderUser)
+	creating.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	if o.UID == 0 || o.GID == 0 {
-		return nil, &UserError{"provider_user_root", fmt.Sprintf("provider user %q is root's (%d:%d): providers never run as root", name, o.UID, o.GID)}
+	o, err := FindProviderUser()
+	if err == nil && o == nil {
+		err = fmt.Errorf("provider user %s: created, but not found", DefaultProviderUser)
 	}
-	return o, nil
+	return o, err
 }
 
 // ProviderUserName is NLX_PROVIDER_USER, else DefaultProviderUser.
@@ -84,11 +77,11 @@ func FindProviderUser() (*Owner, error) {
 	case errors.As(err, &unknown) && name == DefaultProviderUser && os.Geteuid() == 0:
 		return nil, nil
 	case errors.As(err, &unknown):
-		return nil, &UserError{CodeProviderUserMissing, fmt.Sprintf("provider user %q does not exist", name)}
+		return nil, &UserError{CodeProviderUserMissing, fmt.Sprintf("provider user %q does not exist; create it (useradd --system --user-group --no-create-home --shell /usr/sbin/nologin %s) or set NLX_PROVIDER_USER", name, name)}
 	case err != nil:
 		return nil, err
 	case o.UID == 0 || o.GID == 0:
-		return nil, &UserError{"provider_user_root", fmt.Sprintf("provider user %q is root's (%d:%d)", name, o.UID, o.GID)}
+		return nil, &UserError{"provider_user_root", fmt.Sprintf("provider user %q is root's (%d:%d): providers never run as root", name, o.UID, o.GID)}
 	}
 	return o, nil
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
@@ -150,34 +151,25 @@ func firstDifference(got, want *plan.Plan) string {
 }
 
 func riskCodes(rs []plan.Risk) string {
-	if len(rs) == 0 {
-		return "none"
-	}
-	var b bytes.Buffer
+	codes := make([]string, len(rs))
 	for i, r := range rs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(r.Code)
+		codes[i] = r.Code
 	}
-	return b.String()
+	return listOrNone(codes)
 }
 
 func images(p *plan.Plan) string {
-	names := make([]string, 0, len(p.Inputs.Images))
-	for n := range p.Inputs.Images {
-		names = append(names, n)
+	var pins []string
+	for _, n := range slices.Sorted(maps.Keys(p.Inputs.Images)) {
+		pins = append(pins, n+" "+p.Inputs.Images[n].Digest)
 	}
-	sort.Strings(names)
-	if len(names) == 0 {
+	return listOrNone(pins)
+}
+
+// listOrNone joins a list for a message.
+func listOrNone(items []string) string {
+	if len(items) == 0 {
 		return "none"
 	}
-	var b bytes.Buffer
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s %s", n, p.Inputs.Images[n].Digest)
-	}
-	return b.String()
+	return strings.Join(items, ", ")
 }

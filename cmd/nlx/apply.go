@@ -80,9 +80,13 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		configDir string
 		planFile  string
 		db        *state.DB
+		// load gives the config the plan is derived from again, under
+		// the lock: the one just planned from, or the plan file's.
+		load func(ctx context.Context) (*schema.Config, error)
 	)
 	if info.IsDir() {
-		if p, err = makePlan(ctx, a, opts.target, actorName(opts.actor)); err != nil {
+		var cfg *schema.Config
+		if p, cfg, err = makePlan(ctx, a, opts.target, actorName(opts.actor)); err != nil {
 			return err
 		}
 		if _, err := plan.Encode(p); err != nil {
@@ -95,6 +99,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 			return nil
 		}
 		configDir = opts.target
+		load = func(context.Context) (*schema.Config, error) { return cfg, nil }
 		db, err = a.openState(ctx, p.State.Lineage != "")
 	} else {
 		if p, err = plan.ReadFile(opts.target); err != nil {
@@ -105,6 +110,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		if configDir == "" {
 			configDir = p.Inputs.ConfigDir
 		}
+		load = func(ctx context.Context) (*schema.Config, error) { return loadConfig(ctx, configDir) }
 		// A plan made before there was a state creates it; any other
 		// needs the state it was made against.
 		db, err = a.openState(ctx, p.State.Lineage != "")
@@ -123,7 +129,6 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
-	load := func(ctx context.Context) (*schema.Config, error) { return loadConfig(ctx, configDir) }
 	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Config: load,
 		Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile,
 		Images: &images.Checker{Store: store}})

@@ -269,7 +269,8 @@ func (r *processRecorder) Receipt(ctx context.Context, launchID string, rc isola
 }
 
 // imageRootFS unpacks the image the applied workspace is pinned to, from
-// the store, for this host's platform, once per digest.
+// the store, for this host's platform, once per digest, with the mount
+// points a launch needs.
 func imageRootFS(ctx context.Context, a *app, digest string) (string, error) {
 	store, err := a.imageStore()
 	if err != nil {
@@ -285,7 +286,8 @@ func imageRootFS(ctx context.Context, a *app, digest string) (string, error) {
 	}
 	dir := filepath.Join(store.Dir, "rootfs", d.Hex, strings.ReplaceAll(p.String(), "/", "-"))
 	if _, err := os.Stat(dir); err == nil {
-		return dir, nil
+		// Unpacked by an nlx that may not have made the mount points.
+		return dir, isolate.PrepareRootFS(dir)
 	}
 	idx, err := store.Index(d)
 	if err != nil {
@@ -298,6 +300,10 @@ func imageRootFS(ctx context.Context, a *app, digest string) (string, error) {
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
 	if err := images.Unpack(ctx, img, tmp); err != nil {
+		return "", err
+	}
+	// The mount points bubblewrap, as the provider's user, cannot make.
+	if err := isolate.PrepareRootFS(tmp); err != nil {
 		return "", err
 	}
 	return dir, os.Rename(tmp, dir)

@@ -50,7 +50,7 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 	if err != nil {
 		return err
 	}
-	p, err := makePlan(ctx, a, opts.dir, actorName(opts.actor))
+	p, _, err := makePlan(ctx, a, opts.dir, actorName(opts.actor))
 	if err != nil {
 		return err
 	}
@@ -103,8 +103,9 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 }
 
 // makePlan loads the config in dir and diffs it against the state, read
-// only. The state is read while CUE evaluates.
-func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error) {
+// only; it returns the config too, which apply DIR derives the plan from
+// again under the lock. The state is read while CUE evaluates.
+func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, *schema.Config, error) {
 	type snapshot struct {
 		snap *reconcile.Snapshot
 		err  error
@@ -119,16 +120,17 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, error
 	cfg, err := schema.LoadBudgeted(ctx, dir, schema.DefaultBudget())
 	st := <-done
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.err != nil {
-		return nil, st.err
+		return nil, nil, st.err
 	}
 	pins, err := resolveImages(ctx, a, cfg, dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins})
+	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins})
+	return p, cfg, err
 }
 
 // resolveImages pins every image a workspace uses: built ones are built

@@ -263,11 +263,7 @@ func readOnlyDSN(path, uri string) string {
 	if unix.Access(filepath.Dir(path), unix.W_OK) == nil && unix.Access(path, unix.W_OK) == nil {
 		return uri + "?mode=rw&_pragma=query_only(1)&_pragma=busy_timeout(15000)&_pragma=foreign_keys(1)"
 	}
-	params := "?mode=ro&_pragma=busy_timeout(15000)"
-	if _, err := os.Stat(path + "-wal"); errors.Is(err, os.ErrNotExist) {
-		params += "&immutable=1"
-	}
-	return uri + params
+	return inspectDSN(path, uri)
 }
 
 // walMode switches the file to write-ahead logging (which persists in the
