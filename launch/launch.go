@@ -14,9 +14,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/internal/bytesize"
 	"github.com/nlx-dev/nlx/isolate"
-	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -150,12 +150,12 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 }
 
 // SkillDir is where apply installs the package of skill name with digest
-// ("sha256:HEX"): SkillRoot/NAME/HEX (provision.SkillDir).
+// ("sha256:HEX"): SkillRoot/NAME/HEX (host.SkillDir).
 func SkillDir(root, name, digest string) (string, error) {
 	if root == "" {
 		return "", refuse(CodeSkillMissing, "skill %s: no skill store on this host", name)
 	}
-	dir, err := provision.SkillDir(root, name, digest)
+	dir, err := host.SkillDir(root, name, digest)
 	if err != nil {
 		return "", refuse(CodeInvalidSpec, "%v", err)
 	}

@@ -54,10 +54,10 @@ func base() applied {
 	}
 }
 
-var host = Host{WorkspaceRoot: "/srv/ws", CredentialRoot: "/srv/cred", SkillRoot: "/srv/skills"}
+var paths = Host{WorkspaceRoot: "/srv/ws", CredentialRoot: "/srv/cred", SkillRoot: "/srv/skills"}
 
 func TestResolve(t *testing.T) {
-	l, err := Resolve(context.Background(), base(), host, Target{Workspace: "platform", Connection: "team"})
+	l, err := Resolve(context.Background(), base(), paths, Target{Workspace: "platform", Connection: "team"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestResolveRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := base()
 			tt.edit(a)
-			_, err := Resolve(context.Background(), a, host, tt.target)
+			_, err := Resolve(context.Background(), a, paths, tt.target)
 			var r *isolate.Refusal
 			if !errors.As(err, &r) || r.Code != tt.code {
 				t.Fatalf("Resolve: %v, want refusal %s", err, tt.code)

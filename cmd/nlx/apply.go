@@ -11,12 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/plan"
-	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/reconcile/state"
 	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // loadConfig evaluates the config in dir for apply's re-derivation of a
@@ -122,8 +122,8 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		return err
 	}
 	defer db.Close()
-	effects := &provision.Host{WorkspaceRoot: provision.DefaultWorkspaceRoot(db.Path()),
-		SkillRoot: provision.DefaultSkillRoot(db.Path()), ConfigDir: configDir, Owner: provision.ProviderUser}
+	effects := &host.Effects{WorkspaceRoot: host.DefaultWorkspaceRoot(db.Path()),
+		SkillRoot: host.DefaultSkillRoot(db.Path()), ConfigDir: configDir, Owner: host.ProviderUser}
 	defer effects.Close()
 	store, err := a.imageStore()
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 
 // start runs nlx in the background with env additions; the test waits for
 // it (or leaves it unreaped, to make a zombie).
-func (h *host) start(env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+func (h *testHost) start(env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	h.t.Helper()
 	cmd := h.command(env, args...)
 	var stdout, stderr bytes.Buffer
@@ -40,7 +40,7 @@ type listedLock struct {
 }
 
 // waitLocked polls nlx state list until it shows the lock held by pid.
-func (h *host) waitLocked(pid int) string {
+func (h *testHost) waitLocked(pid int) string {
 	h.t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		out, _, code := h.run(nil, "state", "list", "-o", "json")

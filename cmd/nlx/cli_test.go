@@ -16,7 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/nlx-dev/nlx/internal/testgen"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // goEnv pins where the go command keeps its caches, for the image builds

@@ -15,19 +15,19 @@ import (
 	"github.com/nlx-dev/nlx/internal/testgen"
 )
 
-// host is one nlx host for a test: a config, a state and a workspace root,
+// testHost is one nlx host for a test: a config, a state and a workspace root,
 // driven through the built binary.
-type host struct {
+type testHost struct {
 	t     *testing.T
 	dir   string
 	state string
 	root  string
 }
 
-func newHost(t *testing.T) *host {
+func newHost(t *testing.T) *testHost {
 	t.Helper()
 	dir := t.TempDir()
-	h := &host{t: t, dir: dir, state: filepath.Join(dir, "state", "state.db"), root: filepath.Join(dir, "workspaces")}
+	h := &testHost{t: t, dir: dir, state: filepath.Join(dir, "state", "state.db"), root: filepath.Join(dir, "workspaces")}
 	if err := testgen.CopyTree("../../examples/pi-team", filepath.Join(dir, "cfg")); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func newHost(t *testing.T) *host {
 
 // run runs nlx with env additions and returns stdout, stderr and the exit
 // code (128+signal for a killed process).
-func (h *host) run(env []string, args ...string) (string, string, int) {
+func (h *testHost) run(env []string, args ...string) (string, string, int) {
 	h.t.Helper()
 	cmd := h.command(env, args...)
 	var stdout, stderr bytes.Buffer
@@ -57,7 +57,7 @@ func (h *host) run(env []string, args ...string) (string, string, int) {
 }
 
 // command is nlx with args run on the host, with env additions.
-func (h *host) command(env []string, args ...string) *exec.Cmd {
+func (h *testHost) command(env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(binDir, "nlx"), args...)
 	cmd.Dir = h.dir
 	cmd.Env = append(os.Environ(), "NLX_STATE="+h.state, "NLX_WORKSPACE_ROOT="+h.root, "NLX_ACTOR=ci", "NLX_FAULT=", "NLX_FAULT_TRACE=",
@@ -67,7 +67,7 @@ func (h *host) command(env []string, args ...string) *exec.Cmd {
 }
 
 // must runs nlx and requires exit code want.
-func (h *host) must(want int, args ...string) string {
+func (h *testHost) must(want int, args ...string) string {
 	h.t.Helper()
 	out, errOut, code := h.run(nil, args...)
 	if code != want {
@@ -76,7 +76,7 @@ func (h *host) must(want int, args ...string) string {
 	return out
 }
 
-func (h *host) json(v any, args ...string) {
+func (h *testHost) json(v any, args ...string) {
 	h.t.Helper()
 	out := h.must(0, append(args, "-o", "json")...)
 	if err := json.Unmarshal([]byte(out), v); err != nil {
@@ -101,7 +101,7 @@ type journalList struct {
 }
 
 // effectsLog counts how often each workspace's directory was made.
-func (h *host) effectsLog() map[string]int {
+func (h *testHost) effectsLog() map[string]int {
 	h.t.Helper()
 	data, err := os.ReadFile(filepath.Join(h.root, ".nlx-effects.log"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -154,7 +154,7 @@ func TestCrashAtEveryJournalStep(t *testing.T) {
 	}
 }
 
-func (h *host) checkAfterCrash(point string) {
+func (h *testHost) checkAfterCrash(point string) {
 	t := h.t
 	// The state is readable.
 	var st stateList

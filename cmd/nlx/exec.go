@@ -16,11 +16,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
-	"github.com/nlx-dev/nlx/provision"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 type execOptions struct {
@@ -94,18 +94,18 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 		return err
 	}
 	defer db.Close()
-	host, err := launchHost(statePath)
+	paths, err := launchHost(statePath)
 	if err != nil {
 		return err
 	}
-	l, err := launch.Resolve(ctx, appliedState{db}, host, launch.Target{Workspace: opts.workspace, Connection: opts.connection})
+	l, err := launch.Resolve(ctx, appliedState{db}, paths, launch.Target{Workspace: opts.workspace, Connection: opts.connection})
 	if err != nil {
 		return err
 	}
 	req := &l.Request
 	if os.Geteuid() == 0 {
 		// Providers never run as root: as the host's provider user.
-		u, err := provision.ProviderUser(ctx)
+		u, err := host.ProviderUser(ctx)
 		if err != nil {
 			return err
 		}
@@ -211,13 +211,13 @@ func reapGone(ctx context.Context, a *app, db *state.DB, rec *processRecorder) {
 func launchHost(statePath string) (launch.Host, error) {
 	var h launch.Host
 	var err error
-	if h.WorkspaceRoot, err = filepath.Abs(provision.DefaultWorkspaceRoot(statePath)); err != nil {
+	if h.WorkspaceRoot, err = filepath.Abs(host.DefaultWorkspaceRoot(statePath)); err != nil {
 		return h, err
 	}
 	if h.CredentialRoot, err = filepath.Abs(credentialRoot(statePath)); err != nil {
 		return h, err
 	}
-	if h.SkillRoot, err = filepath.Abs(provision.DefaultSkillRoot(statePath)); err != nil {
+	if h.SkillRoot, err = filepath.Abs(host.DefaultSkillRoot(statePath)); err != nil {
 		return h, err
 	}
 	return h, nil

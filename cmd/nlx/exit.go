@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/plan"
-	"github.com/nlx-dev/nlx/provision"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/reconcile/state"
 	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // ExitCode is nlx's process exit status.
@@ -61,7 +61,7 @@ func classify(err error) (string, ExitCode) {
 		newer      *state.NewerSchemaError
 		imageErr   *images.Error
 		isoRefusal *isolate.Refusal
-		userErr    *provision.UserError
+		userErr    *host.UserError
 	)
 	switch {
 	case errors.As(err, &userErr):
@@ -147,7 +147,7 @@ func (a *app) report(err error) ExitCode {
 	var refusal *plan.Refusal
 	var imageErr *images.Error
 	var isoRefusal *isolate.Refusal
-	var userErr *provision.UserError
+	var userErr *host.UserError
 	if !errors.As(err, &refusal) && !errors.As(err, &imageErr) && !errors.As(err, &isoRefusal) && !errors.As(err, &userErr) &&
 		code != codeGenericFailure && code != reconcile.CodeStateLocked {
 		msg = code + ": " + msg

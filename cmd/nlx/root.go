@@ -12,7 +12,7 @@ import (
 
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // IO is where a command reads and writes: results on Out, diagnostics and

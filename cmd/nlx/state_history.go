@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 func newStateHistoryCmd(a *app) *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/internal/procid"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 func newStateListCmd(a *app) *cobra.Command {

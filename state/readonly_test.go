@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nlx-dev/nlx/plan"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // execSQL runs statements on path through a connection of its own, closed

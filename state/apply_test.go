@@ -13,8 +13,8 @@ import (
 
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/reconcile/state"
 	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // applyRow is a row of the applies table.

@@ -1,4 +1,4 @@
-package provision
+package host
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 func TestWorkspaceDirectories(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "workspaces")
-	h := &Host{WorkspaceRoot: root, Now: func() time.Time { return time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) }}
+	h := &Effects{WorkspaceRoot: root, Now: func() time.Time { return time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) }}
 	defer h.Close()
 	ctx := context.Background()
 	create := &plan.Change{Address: "workspace.platform", Kind: schema.KindWorkspace, Name: "platform", Action: plan.Create}
@@ -95,7 +95,7 @@ func TestSkillInstall(t *testing.T) {
 		return &plan.Change{Address: "skill.notes", Kind: schema.KindSkill, Name: "notes", Action: plan.Create, After: after}
 	}
 	store := filepath.Join(t.TempDir(), "skills")
-	h := &Host{WorkspaceRoot: filepath.Join(t.TempDir(), "ws"), SkillRoot: store, ConfigDir: cfg}
+	h := &Effects{WorkspaceRoot: filepath.Join(t.TempDir(), "ws"), SkillRoot: store, ConfigDir: cfg}
 	defer h.Close()
 
 	wrong := "sha256:" + strings.Repeat("0", 64)
@@ -140,7 +140,7 @@ func TestWorkspaceOwner(t *testing.T) {
 	}
 	root := filepath.Join(t.TempDir(), "workspaces")
 	owner := &Owner{UID: 61234, GID: 61235, Name: "61234:61235"}
-	h := &Host{WorkspaceRoot: root, Owner: func(context.Context) (*Owner, error) { return owner, nil }}
+	h := &Effects{WorkspaceRoot: root, Owner: func(context.Context) (*Owner, error) { return owner, nil }}
 	defer h.Close()
 	c := &plan.Change{Address: "workspace.a", Kind: schema.KindWorkspace, Name: "a", Action: plan.Create}
 	if err := h.Do(context.Background(), c); err != nil {

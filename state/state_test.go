@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 func TestOpenCreates(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	_ "modernc.org/sqlite"
 )
 
 // ProcessRow is one launched provider process as the state keeps it. The

@@ -12,8 +12,8 @@ import (
 	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/reconcile/state"
 	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // fixture is a copy of the pi-team example and a real state file.

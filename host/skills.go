@@ -1,4 +1,4 @@
-package provision
+package host
 
 import (
 	"crypto/rand"
@@ -33,7 +33,7 @@ func SkillDir(root, name, digest string) (string, error) {
 // digest must be the spec's (so the copy is what the plan named, whatever
 // happened to the config since it was loaded), then renamed into place.
 // A package already installed under its digest is kept.
-func (h *Host) installSkill(c *plan.Change) (string, error) {
+func (h *Effects) installSkill(c *plan.Change) (string, error) {
 	var sk schema.Skill
 	if err := json.Unmarshal(c.After, &sk); err != nil {
 		return "", fmt.Errorf("read the skill's spec: %w", err)

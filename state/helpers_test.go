@@ -13,7 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/nlx-dev/nlx/plan"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // uuidV4 is the text form of a random (version 4, RFC 4122 variant) UUID.

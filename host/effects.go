@@ -1,11 +1,11 @@
-// Package provision carries out what applying a resource means on the host
+// Package host prepares this host for what is applied and launched: it carries out what applying a resource means on the host
 // beyond the state: a new workspace gets its directory under the workspace
 // root, and a skill package is installed in the skill store, where
 // launches mount it from (never from a config directory). Deleting or
 // replacing a workspace leaves its directory in place: nlx never removes a
 // workspace's files; a skill's old packages stay too, each under its own
 // digest.
-package provision
+package host
 
 import (
 	"context"
@@ -20,9 +20,9 @@ import (
 	"github.com/nlx-dev/nlx/schema"
 )
 
-// Host provisions resources under a workspace root and a skill store.
+// Effects provisions resources under a workspace root and a skill store.
 // Close it when done.
-type Host struct {
+type Effects struct {
 	// WorkspaceRoot holds one directory per workspace.
 	WorkspaceRoot string
 	// SkillRoot holds installed skill packages, SkillRoot/NAME/HEX.
@@ -41,7 +41,7 @@ type Host struct {
 }
 
 // Close closes the effects log.
-func (h *Host) Close() error {
+func (h *Effects) Close() error {
 	if h.log == nil {
 		return nil
 	}
@@ -68,11 +68,11 @@ func DefaultSkillRoot(statePath string) string {
 }
 
 // Dir is the directory of workspace name.
-func (h *Host) Dir(name string) string { return filepath.Join(h.WorkspaceRoot, name) }
+func (h *Effects) Dir(name string) string { return filepath.Join(h.WorkspaceRoot, name) }
 
 // Has reports whether c has an effect on the host: creating a workspace,
 // or creating or changing a skill (its package is installed).
-func (h *Host) Has(c *plan.Change) bool {
+func (h *Effects) Has(c *plan.Change) bool {
 	switch c.Kind {
 	case schema.KindWorkspace:
 		return c.Action == plan.Create
@@ -84,7 +84,7 @@ func (h *Host) Has(c *plan.Change) bool {
 
 // Do carries out c's effect and notes it in the workspace root's effects
 // log, the host's own record of what nlx did to it.
-func (h *Host) Do(ctx context.Context, c *plan.Change) error {
+func (h *Effects) Do(ctx context.Context, c *plan.Change) error {
 	if !h.Has(c) {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (h *Host) Do(ctx context.Context, c *plan.Change) error {
 
 // makeWorkspace creates the workspace's directory, owned by the provider's
 // user; one already there is the workspace's, kept as it is.
-func (h *Host) makeWorkspace(ctx context.Context, c *plan.Change) (string, error) {
+func (h *Effects) makeWorkspace(ctx context.Context, c *plan.Change) (string, error) {
 	var owner *Owner
 	if h.Owner != nil && os.Geteuid() == 0 {
 		var err error
@@ -140,7 +140,7 @@ func (h *Host) makeWorkspace(ctx context.Context, c *plan.Change) (string, error
 	return dir, nil
 }
 
-func (h *Host) note(c *plan.Change, dir string) error {
+func (h *Effects) note(c *plan.Change, dir string) error {
 	now := time.Now
 	if h.Now != nil {
 		now = h.Now

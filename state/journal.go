@@ -6,12 +6,185 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
+	_ "modernc.org/sqlite"
 )
+
+// BeginApply implements reconcile.Store.
+func (db *DB) BeginApply(ctx context.Context, lockID, planHash, actor, lineage string, serial int64) (int64, int64, error) {
+	var id int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var held int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM locks WHERE id = 1 AND lock_id = ?`, lockID).Scan(&held); err != nil {
+			return fmt.Errorf("check lock: %w", err)
+		}
+		if held != 1 {
+			return fmt.Errorf("%w: lock %s was released or taken over", ErrNotLocked, lockID)
+		}
+		var gotLineage string
+		var gotSerial int64
+		if err := tx.QueryRowContext(ctx, `SELECT lineage, serial FROM lineage WHERE id = 1`).Scan(&gotLineage, &gotSerial); err != nil {
+			return fmt.Errorf("read lineage: %w", err)
+		}
+		if gotLineage != lineage || gotSerial != serial {
+			return fmt.Errorf("state moved to lineage %s serial %d under the lock (want %s serial %d)", gotLineage, gotSerial, lineage, serial)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE lineage SET serial = serial + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("bump serial: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')`,
+			planHash, lockID, actor, serial, serial+1, db.stamp())
+		if err != nil {
+			return fmt.Errorf("record apply: %w", err)
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return id, serial + 1, nil
+}
+
+// Intend implements reconcile.Store: one transaction for the batch.
+func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) error {
+	return db.write(ctx, func(tx *sql.Tx) error {
+		if err := stillLocked(ctx, tx, applyID); err != nil {
+			return err
+		}
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'intended', ?)`)
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		defer stmt.Close()
+		at := db.stamp()
+		for i := range changes {
+			if _, err := stmt.ExecContext(ctx, applyID, changes[i].Address, string(changes[i].Action), at); err != nil {
+				return fmt.Errorf("journal %s intended: %w", changes[i].Address, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Commit implements reconcile.Store: the changes, their journal rows and the
+// apply's count, in one transaction.
+func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error {
+	return db.write(ctx, func(tx *sql.Tx) error {
+		if err := stillLocked(ctx, tx, applyID); err != nil {
+			return err
+		}
+		at := db.stamp()
+		// Applying a change puts the resource under the config's management:
+		// a held import leaves the held state (the plan gated that with
+		// held_import).
+		upsert, err := tx.PrepareContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
+			VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
+			ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
+				serial = excluded.serial, updated_at = excluded.updated_at, status = 'active'`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		defer upsert.Close()
+		del, err := tx.PrepareContext(ctx, `DELETE FROM resources WHERE address = ?`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		defer del.Close()
+		journal, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'committed', ?)`)
+		if err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		defer journal.Close()
+		for i := range changes {
+			c := &changes[i]
+			if c.Action != plan.Delete && (len(c.After) == 0 || string(c.After) == "null") {
+				return fmt.Errorf("apply %s: no spec to %s", c.Address, c.Action)
+			}
+			if c.Action == plan.Delete {
+				_, err = del.ExecContext(ctx, c.Address)
+			} else {
+				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), serial, at)
+			}
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", c.Address, err)
+			}
+			if _, err := journal.ExecContext(ctx, applyID, c.Address, string(c.Action), at); err != nil {
+				return fmt.Errorf("journal %s committed: %w", c.Address, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + ? WHERE id = ?`, len(changes), applyID); err != nil {
+			return fmt.Errorf("count committed changes: %w", err)
+		}
+		// The approvals these changes used are spent with them, each once.
+		if len(approvals) > 0 {
+			ids, err := json.Marshal(approvals)
+			if err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE approvals SET consumed_at = ?, consumed_by = ?
+				WHERE id IN (SELECT value FROM json_each(?)) AND consumed_at IS NULL`, at, applyID, string(ids))
+			if err != nil {
+				return fmt.Errorf("consume approvals: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n != int64(len(approvals)) {
+				return fmt.Errorf("%d of the %d approvals these changes use were already used", int64(len(approvals))-n, len(approvals))
+			}
+		}
+		return nil
+	})
+}
+
+// FinishApply implements reconcile.Store.
+func (db *DB) FinishApply(ctx context.Context, applyID int64, r reconcile.ApplyResult) error {
+	status, msg := "completed", sql.NullString{}
+	if r.Err != nil {
+		status, msg = "failed", sql.NullString{String: r.Err.Error(), Valid: true}
+	}
+	return db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE applies SET status = ?, finished_at = ?, failed = ?, error = ? WHERE id = ?`,
+			status, db.stamp(), r.Failed, msg, applyID)
+		if err != nil {
+			return fmt.Errorf("finish apply: %w", err)
+		}
+		return nil
+	})
+}
+
+// JournalEntry is one row of the journal.
+type JournalEntry struct {
+	ID      int64  `json:"id"`
+	ApplyID int64  `json:"apply_id"`
+	Address string `json:"address"`
+	Action  string `json:"action"`
+	Phase   string `json:"phase"`
+	At      string `json:"at"`
+	// Resolution of an 'unknown' row: "applied by alice: reason".
+	Resolution string `json:"resolution,omitempty"`
+}
+
+// Journal lists the journal in order.
+func (db *DB) Journal(ctx context.Context) ([]JournalEntry, error) {
+	rows, err := db.rdb.QueryContext(ctx, `SELECT j.id, j.apply_id, j.address, j.action, j.phase, j.at,
+		coalesce(r.outcome || ' by ' || r.actor || ': ' || r.reason, '')
+		FROM journal j LEFT JOIN resolutions r ON r.journal_id = j.id ORDER BY j.id`)
+	if err != nil {
+		return nil, fmt.Errorf("read journal: %w", err)
+	}
+	defer rows.Close()
+	var out []JournalEntry
+	for rows.Next() {
+		var e JournalEntry
+		if err := rows.Scan(&e.ID, &e.ApplyID, &e.Address, &e.Action, &e.Phase, &e.At, &e.Resolution); err != nil {
+			return nil, fmt.Errorf("read journal: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
 
 // dispatchDetail is what a 'dispatched' journal row keeps of its change, so
 // that resolving it as applied can record exactly what was dispatched.
@@ -20,18 +193,6 @@ type dispatchDetail struct {
 	Name   string          `json:"name"`
 	Action plan.Action     `json:"action"`
 	After  json.RawMessage `json:"after"`
-}
-
-// holds refuses to write under a lock that is not (any more) lockID's.
-func holds(ctx context.Context, tx *sql.Tx, lockID string) error {
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM locks WHERE id = 1 AND lock_id = ?`, lockID).Scan(&n); err != nil {
-		return fmt.Errorf("check lock: %w", err)
-	}
-	if n != 1 {
-		return fmt.Errorf("%w: lock %s was released or taken over", ErrNotLocked, lockID)
-	}
-	return nil
 }
 
 // Dispatch implements reconcile.Store. The transaction is synced to disk
@@ -158,70 +319,6 @@ func (db *DB) MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, e
 		return err
 	})
 	return marked, err
-}
-
-// Authority implements reconcile.Store.
-func (db *DB) Authority(ctx context.Context) (*reconcile.Authority, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT kind, name, spec FROM resources WHERE kind IN ('host', 'workspace')`)
-	if err != nil {
-		return nil, fmt.Errorf("read authority: %w", err)
-	}
-	defer rows.Close()
-	var rs []reconcile.Resource
-	for rows.Next() {
-		var r reconcile.Resource
-		var kind string
-		var spec []byte
-		if err := rows.Scan(&kind, &r.Name, &spec); err != nil {
-			return nil, fmt.Errorf("read authority: %w", err)
-		}
-		r.Kind, r.Spec = schema.Kind(kind), spec
-		rs = append(rs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return reconcile.NewAuthority(rs)
-}
-
-// Approvals implements reconcile.Store.
-func (db *DB) Approvals(ctx context.Context, planHash string) ([]reconcile.Approval, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT id, plan_hash, address, risk, actor, reason, created_at, expires_at,
-		consumed_at IS NOT NULL, coalesce(consumed_by, 0)
-		FROM approvals WHERE plan_hash = ? ORDER BY id`, planHash)
-	if err != nil {
-		return nil, fmt.Errorf("read approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []reconcile.Approval
-	for rows.Next() {
-		var a reconcile.Approval
-		var created, expires string
-		if err := rows.Scan(&a.ID, &a.PlanHash, &a.Address, &a.Risk, &a.Actor, &a.Reason, &created, &expires, &a.Consumed, &a.ConsumedBy); err != nil {
-			return nil, fmt.Errorf("read approvals: %w", err)
-		}
-		a.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
-		a.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
-		out = append(out, a)
-	}
-	return out, rows.Err()
-}
-
-// RecordApprovals implements reconcile.Store.
-func (db *DB) RecordApprovals(ctx context.Context, lockID string, approvals []reconcile.Approval) error {
-	return db.write(ctx, func(tx *sql.Tx) error {
-		if err := holds(ctx, tx, lockID); err != nil {
-			return err
-		}
-		for _, a := range approvals {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO approvals (plan_hash, address, risk, actor, reason, created_at, expires_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`, a.PlanHash, a.Address, a.Risk, a.Actor, a.Reason,
-				a.CreatedAt.UTC().Format(time.RFC3339Nano), a.ExpiresAt.UTC().Format(time.RFC3339Nano)); err != nil {
-				return fmt.Errorf("record approval of %s %s: %w", a.Address, a.Risk, err)
-			}
-		}
-		return nil
-	})
 }
 
 // ErrNothingToResolve means the address has no open unknown outcome.
@@ -369,15 +466,4 @@ func (db *DB) History(ctx context.Context) ([]ApplyRecord, error) {
 		return arows.Err()
 	})
 	return out, err
-}
-
-var _ reconcile.Resolver = (*DB)(nil)
-
-// Spec implements reconcile.Resolver.
-func (db *DB) Spec(ctx context.Context, address string) (json.RawMessage, error) {
-	r, err := db.Resource(ctx, address)
-	if err != nil || r == nil {
-		return nil, err
-	}
-	return r.Spec, nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/nlx-dev/nlx/internal/procid"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/reconcile/state"
+	"github.com/nlx-dev/nlx/state"
 )
 
 func self(t *testing.T) procid.Identity {
