@@ -1,0 +1,177 @@
+package reason
+
+// Every code nlx reports. A code is added here, with its entry in table,
+// and nowhere else; TestEveryCodeRegistered fails on a code made elsewhere.
+const (
+	// config
+	InvalidConfig        Code = "invalid_config"
+	CUESyntax            Code = "cue_syntax"
+	SchemaViolation      Code = "schema_violation"
+	InvalidName          Code = "invalid_name"
+	RawSecretValue       Code = "raw_secret_value"
+	DanglingReference    Code = "dangling_reference"
+	ConnectionWorkspace  Code = "connection_workspace"
+	PersonalOnTeam       Code = "personal_connection_on_team_workspace"
+	SkillScopeMismatch   Code = "skill_scope_mismatch"
+	PersonalOwner        Code = "personal_workspace_owner"
+	InvalidValue         Code = "invalid_value"
+	JobPolicyWider       Code = "job_policy_wider_than_workspace"
+	SkillPackage         Code = "skill_package"
+	NoConfig             Code = "no_config"
+	JobPinMismatch       Code = "job_pin_mismatch"
+	ConfigIO             Code = "io"
+	ConfigTooComplex     Code = "config_too_complex"
+	EscapingSymlink      Code = "escaping_symlink"
+	DisabledProvider     Code = "disabled_requested_provider"
+	ImplicitSubstitution Code = "implicit_substitution"
+	PlanHashMismatch     Code = "plan_hash_mismatch"
+	UnknownPlanFormat    Code = "unknown_plan_format"
+	InvalidPlanFile      Code = "invalid_plan_file"
+	PlanTooLarge         Code = "plan_too_large"
+	LineageMismatch      Code = "lineage_mismatch"
+	StalePlan            Code = "stale_plan"
+	ConfigChanged        Code = "config_changed"
+	PlanNotDerivable     Code = "plan_not_derivable"
+	ConfirmationRequired Code = "confirmation_required"
+	ApprovalMissing      Code = "approval_missing"
+	UnknownUnresolved    Code = "unknown_unresolved"
+	ApproverNotAdmin     Code = "approver_not_admin"
+	TwoPersonRule        Code = "two_person_rule"
+	ApprovalNotNeeded    Code = "approval_not_needed"
+	NotInPlan            Code = "not_in_plan"
+	NothingToResolve     Code = "nothing_to_resolve"
+	StateLocked          Code = "state_locked"
+	LockNotHeld          Code = "lock_not_held"
+	NoState              Code = "no_state"
+	StateTooNew          Code = "state_too_new"
+	NotAnNlxState        Code = "not_an_nlx_state"
+	StateDamaged         Code = "state_damaged"
+	StateOutdated        Code = "state_outdated"
+	StateReadOnly        Code = "state_read_only"
+	NotInState           Code = "not_in_state"
+	UnknownImage         Code = "unknown_image"
+	UnpinnedBase         Code = "unpinned_base"
+	GoBuild              Code = "go_build"
+	ImageNotAvailable    Code = "image_not_available"
+	ImageRefMoved        Code = "image_ref_moved"
+	AbsolutePath         Code = "absolute_path"
+	PathTraversal        Code = "path_traversal"
+	EscapingLink         Code = "escaping_link"
+	LinkInPath           Code = "link_in_path"
+	EscapingHardlink     Code = "escaping_hardlink"
+	DeviceNode           Code = "device_node"
+	SpecialFile          Code = "special_file"
+	BadWhiteout          Code = "bad_whiteout"
+	NotApplied           Code = "not_applied"
+	Held                 Code = "held"
+	ProviderDisabled     Code = "provider_disabled"
+	ProviderFeatureOff   Code = "provider_feature_off"
+	SkillNotInstalled    Code = "skill_not_installed"
+	InvalidAppliedSpec   Code = "invalid_applied_spec"
+	UnknownPolicy        Code = "unknown_policy"
+	WorkspaceOutsideRoot Code = "workspace_outside_root"
+	CredentialHomeUnsafe Code = "credential_home_unsafe"
+	BindSourceUnsafe     Code = "bind_source_unsafe"
+	ProviderCannotReach  Code = "provider_cannot_reach"
+	InvalidRequest       Code = "invalid_request"
+	NoBackend            Code = "no_backend"
+	CgroupMemory         Code = "cgroup_memory_unavailable"
+	CgroupPids           Code = "cgroup_pids_unavailable"
+	CgroupCPU            Code = "cgroup_cpu_unavailable"
+	SeccompUnavailable   Code = "seccomp_unavailable"
+	ProviderUserRoot     Code = "provider_user_root"
+	ProviderUserNoSwitch Code = "provider_user_unavailable"
+	ProviderUserMissing  Code = "provider_user_missing"
+	InvalidUsage         Code = "invalid_usage"
+	Failure              Code = "error"
+)
+
+var table = []Entry{
+	{InvalidConfig, ExitError, AreaConfig, "the configuration has errors; each is listed with file:line:col and its own code below"},
+	{CUESyntax, ExitError, AreaConfig, "a .cue file does not parse"},
+	{SchemaViolation, ExitError, AreaConfig, "a value breaks a rule of #Config"},
+	{InvalidName, ExitError, AreaConfig, "a resource name breaks ^[a-z][a-z0-9-]{0,62}$"},
+	{RawSecretValue, ExitApproval, AreaConfig, "a secret field holds a value instead of an env:, file: or keychain: reference (the value is never printed)"},
+	{DanglingReference, ExitError, AreaConfig, "a reference names no resource"},
+	{ConnectionWorkspace, ExitError, AreaConfig, "a job's connection belongs to another workspace"},
+	{PersonalOnTeam, ExitError, AreaConfig, "a personal connection is used for a team workspace"},
+	{SkillScopeMismatch, ExitError, AreaConfig, "a skill's scope or owner does not match the workspace that uses it"},
+	{PersonalOwner, ExitError, AreaConfig, "a personal workspace lacks its one owner"},
+	{InvalidValue, ExitError, AreaConfig, "a value CUE cannot judge is wrong: a version, a cron line, a time zone, a size"},
+	{JobPolicyWider, ExitError, AreaConfig, "a job's policy is wider than its workspace's"},
+	{SkillPackage, ExitError, AreaConfig, "a skill package's SKILL.md is missing or not in the Agent Skills format"},
+	{NoConfig, ExitError, AreaConfig, "the directory holds no .cue file"},
+	{JobPinMismatch, ExitError, AreaConfig, "a job's provider or billing pin contradicts its connection"},
+	{ConfigIO, ExitError, AreaConfig, "a config file could not be read"},
+	{ConfigTooComplex, ExitError, AreaConfig, "evaluating the config exceeds its budget (NLX_CONFIG_MEMORY, NLX_CONFIG_CPU, NLX_CONFIG_TIMEOUT, or the stack)"},
+	{EscapingSymlink, ExitError, AreaConfig, "a config file or image layer source is a symbolic link leading out of its directory"},
+
+	{DisabledProvider, ExitApproval, AreaPlan, "a change needs a provider that is disabled; the config must change"},
+	{ImplicitSubstitution, ExitApproval, AreaPlan, "a change would substitute a provider, billing or connection implicitly; the config must change"},
+	{PlanHashMismatch, ExitError, AreaPlan, "the plan file was changed after nlx wrote it"},
+	{UnknownPlanFormat, ExitError, AreaPlan, "the plan file has a format_version this nlx does not read"},
+	{InvalidPlanFile, ExitError, AreaPlan, "not a plan file nlx can trust, or not a regular file"},
+	{PlanTooLarge, ExitError, AreaPlan, "the plan file is larger than NLX_MAX_PLAN_BYTES"},
+
+	{LineageMismatch, ExitError, AreaApply, "the plan was made against another state (or there is no state)"},
+	{StalePlan, ExitError, AreaApply, "the state's serial moved since the plan"},
+	{ConfigChanged, ExitError, AreaApply, "a config input changed, appeared or vanished since the plan (names them)"},
+	{PlanNotDerivable, ExitError, AreaApply, "the plan is not exactly what nlx plans from its config and the state at its serial (names the first difference)"},
+	{ConfirmationRequired, ExitError, AreaApply, "apply DIR with nobody to ask: pass --yes or apply a saved plan"},
+	{ApprovalMissing, ExitApproval, AreaApply, "a risky change has no valid approval"},
+	{UnknownUnresolved, ExitApproval, AreaApply, "a change touches an outcome nobody resolved (nlx resolve)"},
+	{ApproverNotAdmin, ExitApproval, AreaApply, "the actor is neither an operator nor an admin of every workspace the change is inside, in the applied state"},
+	{TwoPersonRule, ExitApproval, AreaApply, "under the two-person rule the plan's author may not approve it"},
+	{ApprovalNotNeeded, ExitError, AreaApply, "the change has no risk an approval clears"},
+	{NotInPlan, ExitError, AreaApply, "--change names no change of the plan"},
+	{NothingToResolve, ExitError, AreaApply, "the address has no unknown outcome to resolve"},
+
+	{StateLocked, ExitLocked, AreaState, "another run holds the state lock (names it and how to release it)"},
+	{LockNotHeld, ExitError, AreaState, "nlx state unlock named a lock that is not held, or a run lost its lock"},
+	{NoState, ExitError, AreaState, "there is no state file yet (nlx apply creates it)"},
+	{StateTooNew, ExitError, AreaState, "the state was written by a newer nlx; nothing was changed"},
+	{NotAnNlxState, ExitError, AreaState, "the state file is another program's database; nothing was changed"},
+	{StateDamaged, ExitError, AreaState, "the state has lost its lineage row; it is never reinitialised"},
+	{StateOutdated, ExitError, AreaState, "a reading command found a state from an older nlx: run nlx state upgrade"},
+	{StateReadOnly, ExitError, AreaState, "a write was attempted on a state opened read-only"},
+	{NotInState, ExitError, AreaState, "no resource at that address in the state"},
+
+	{UnknownImage, ExitError, AreaImage, "no images entry of that name"},
+	{UnpinnedBase, ExitError, AreaImage, "a registry base without a digest"},
+	{GoBuild, ExitError, AreaImage, "a Go package of an image layer did not build"},
+	{ImageNotAvailable, ExitError, AreaImage, "the pinned digest is neither in the image store nor in a registry"},
+	{ImageRefMoved, ExitError, AreaImage, "a tag points elsewhere than when the plan was made"},
+	{AbsolutePath, ExitError, AreaImage, "a layer entry has an absolute name"},
+	{PathTraversal, ExitError, AreaImage, "a layer entry climbs out of the root with .."},
+	{EscapingLink, ExitError, AreaImage, "a layer symlink points outside the root"},
+	{LinkInPath, ExitError, AreaImage, "a layer entry would be written through a symlink"},
+	{EscapingHardlink, ExitError, AreaImage, "a layer hardlink names a file outside the root or not yet unpacked"},
+	{DeviceNode, ExitError, AreaImage, "a layer holds a character or block device"},
+	{SpecialFile, ExitError, AreaImage, "a layer holds a fifo or another file type a rootfs does not need"},
+	{BadWhiteout, ExitError, AreaImage, "a whiteout names nothing it may remove"},
+
+	{NotApplied, ExitError, AreaLaunch, "the workspace or connection is in no applied state"},
+	{Held, ExitError, AreaLaunch, "the resource is held (an import under review)"},
+	{ProviderDisabled, ExitError, AreaLaunch, "the connection's provider is applied disabled"},
+	{ProviderFeatureOff, ExitError, AreaLaunch, "the provider needs a feature flag nothing turns on"},
+	{SkillNotInstalled, ExitError, AreaLaunch, "an applied skill's package is not in the skill store"},
+	{InvalidAppliedSpec, ExitError, AreaLaunch, "an applied spec nlx cannot read"},
+	{UnknownPolicy, ExitError, AreaLaunch, "the workspace's policy is not one nlx knows"},
+	{WorkspaceOutsideRoot, ExitError, AreaLaunch, "the workspace directory is not inside the workspace root"},
+	{CredentialHomeUnsafe, ExitError, AreaLaunch, "the credential home is a symlink, escapes its root, or cannot be opened"},
+	{BindSourceUnsafe, ExitError, AreaLaunch, "a directory the sandbox binds is writable by someone other than root along its path"},
+	{ProviderCannotReach, ExitError, AreaLaunch, "the provider user cannot reach a directory it must use"},
+	{InvalidRequest, ExitError, AreaLaunch, "a launch request nlx cannot compile into a spec"},
+
+	{NoBackend, ExitError, AreaHost, "neither bubblewrap nor runc can enforce the sandbox here (nlx doctor says why)"},
+	{CgroupMemory, ExitError, AreaHost, "the cgroup memory controller is not available (on a Raspberry Pi: cgroup_enable=memory)"},
+	{CgroupPids, ExitError, AreaHost, "the cgroup pids controller is not available"},
+	{CgroupCPU, ExitError, AreaHost, "the cgroup cpu controller is not available"},
+	{SeccompUnavailable, ExitError, AreaHost, "the kernel or runc cannot enforce nlx's seccomp filter"},
+	{ProviderUserRoot, ExitError, AreaHost, "the provider would run as root"},
+	{ProviderUserNoSwitch, ExitError, AreaHost, "nlx, not root, cannot run the provider as another user"},
+	{ProviderUserMissing, ExitError, AreaHost, "the provider user does not exist and nlx may not create it"},
+
+	{InvalidUsage, ExitError, AreaCLI, "a flag, flag value or argument the command does not take"},
+	{Failure, ExitError, AreaCLI, "any other failure (the message says what)"},
+}
