@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -172,7 +173,7 @@ func TestProviderUser(t *testing.T) {
 		t.Errorf("root by name: %v", err)
 	}
 	t.Setenv("NLX_PROVIDER_USER", "nlx-no-such-user-x")
-	if _, err := ProviderUser(ctx); err == nil || !strings.Contains(err.Error(), CodeProviderUserMissing) {
+	if _, err := ProviderUser(ctx); err == nil || !strings.Contains(err.Error(), string(reason.ProviderUserMissing)) {
 		t.Errorf("missing user: %v", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // DefaultProviderUser is the host user provider processes run as, unless
@@ -17,17 +19,8 @@ import (
 // missing: a system user with its own group, no home and no login shell.
 const DefaultProviderUser = "nlx-provider"
 
-// CodeProviderUserMissing refuses a launch or a workspace whose provider
+// reason.ProviderUserMissing refuses a launch or a workspace whose provider
 // user does not exist and that nlx may not create.
-const CodeProviderUserMissing = "provider_user_missing"
-
-// UserError is a provider user nlx cannot use; Code is stable.
-type UserError struct {
-	Code string
-	Msg  string
-}
-
-func (e *UserError) Error() string { return e.Code + ": " + e.Msg }
 
 // Owner is a user and group by number.
 type Owner struct {
@@ -77,11 +70,11 @@ func FindProviderUser() (*Owner, error) {
 	case errors.As(err, &unknown) && name == DefaultProviderUser && os.Geteuid() == 0:
 		return nil, nil
 	case errors.As(err, &unknown):
-		return nil, &UserError{CodeProviderUserMissing, fmt.Sprintf("provider user %q does not exist; create it (useradd --system --user-group --no-create-home --shell /usr/sbin/nologin %s) or set NLX_PROVIDER_USER", name, name)}
+		return nil, &reason.Error{Code: reason.ProviderUserMissing, Msg: fmt.Sprintf("provider user %q does not exist; create it (useradd --system --user-group --no-create-home --shell /usr/sbin/nologin %s) or set NLX_PROVIDER_USER", name, name)}
 	case err != nil:
 		return nil, err
 	case o.UID == 0 || o.GID == 0:
-		return nil, &UserError{"provider_user_root", fmt.Sprintf("provider user %q is root's (%d:%d): providers never run as root", name, o.UID, o.GID)}
+		return nil, &reason.Error{Code: reason.ProviderUserRoot, Msg: fmt.Sprintf("provider user %q is root's (%d:%d): providers never run as root", name, o.UID, o.GID)}
 	}
 	return o, nil
 }

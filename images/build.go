@@ -27,15 +27,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/schema"
 )
 
 // Reason codes of image refusals.
-const (
-	CodeUnpinnedBase = "unpinned_base" // a registry base without a digest
-	CodeUnknownImage = "unknown_image" // no images entry of that name
-	CodeGoBuild      = "go_build"      // a Go package did not build
-)
+const ()
 
 // Platform is one platform an image is built for.
 type Platform struct {
@@ -263,7 +260,7 @@ func (b *builder) base(ctx context.Context, p Platform) (v1.Image, error) {
 			return nil, fmt.Errorf("base %s: %w", spec, err)
 		}
 		if _, ok := ref.(name.Digest); !ok {
-			return nil, errorf(CodeUnpinnedBase, "base %s names a tag; pin it by digest (name@sha256:...) so builds cannot drift", spec)
+			return nil, reason.New(reason.UnpinnedBase, "base %s names a tag; pin it by digest (name@sha256:...) so builds cannot drift", spec)
 		}
 		img, err = remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
 			remote.WithPlatform(v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}))
@@ -363,7 +360,7 @@ func (b *builder) goLayer(ctx context.Context, l schema.Layer, p Platform) (v1.L
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, l.Go)
 	cmd.Dir, cmd.Env = b.in.ConfigDir, env
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, false, errorf(CodeGoBuild, "go build %s for %s: %v\n%s", l.Go, p, err, msg)
+		return nil, false, reason.New(reason.GoBuild, "go build %s for %s: %v\n%s", l.Go, p, err, msg)
 	}
 	content := newContent()
 	content.add(&entry{name: l.Dest, mode: 0o755, typ: '0', file: out})
@@ -400,7 +397,7 @@ func goInputs(ctx context.Context, dir string, env []string, pkg string, k *key)
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			return nil, errorf(CodeGoBuild, "go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+			return nil, reason.New(reason.GoBuild, "go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 		}
 		return out, nil
 	}

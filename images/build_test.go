@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -277,16 +278,16 @@ func TestEscapingSymlinkRefused(t *testing.T) {
 	}
 	im := &schema.Image{Platforms: []string{"linux/amd64"}, Base: "scratch", Layers: []schema.Layer{{Files: "root", Dest: "/"}}}
 	_, err := Build(context.Background(), Input{Name: "x", Image: im, ConfigDir: dir, Cache: &Cache{Dir: filepath.Join(dir, "cache")}})
-	if err == nil || !strings.Contains(err.Error(), CodeEscapingSymlink) {
-		t.Fatalf("got %v, want %s", err, CodeEscapingSymlink)
+	if err == nil || !strings.Contains(err.Error(), string(reason.EscapingSymlink)) {
+		t.Fatalf("got %v, want %s", err, reason.EscapingSymlink)
 	}
 }
 
 func TestUnpinnedBaseRefused(t *testing.T) {
 	im := &schema.Image{Platforms: []string{"linux/amd64"}, Base: "debian:12", Layers: []schema.Layer{}}
 	_, err := Build(context.Background(), Input{Name: "x", Image: im, ConfigDir: t.TempDir(), Cache: &Cache{Dir: t.TempDir()}})
-	if err == nil || !strings.Contains(err.Error(), CodeUnpinnedBase) {
-		t.Fatalf("got %v, want %s", err, CodeUnpinnedBase)
+	if err == nil || !strings.Contains(err.Error(), string(reason.UnpinnedBase)) {
+		t.Fatalf("got %v, want %s", err, reason.UnpinnedBase)
 	}
 }
 

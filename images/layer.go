@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // GzipLevel is the one compression level of every layer nlx writes. It is
@@ -240,7 +241,7 @@ func (c *Cache) buildContent(k *key, content *layerContent, mtime time.Time) (v1
 	}
 	l, err := c.store(ks, func(w io.Writer) error { return writeTar(w, content.sorted(), mtime) })
 	if err != nil {
-		var ie *Error
+		var ie *reason.Error
 		if errors.As(err, &ie) {
 			return nil, false, ie
 		}

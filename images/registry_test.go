@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -65,8 +66,8 @@ func roundTrip(t *testing.T, host string) {
 	}
 	missing := smallImage(t, "never pushed\n")
 	err = empty.Available(ctx, "small", plan.ImagePin{Digest: missing.Digest.String(), Registry: host + "/nlx/small"})
-	if code(err) != CodeImageNotAvailable {
-		t.Errorf("unpushed digest: got %v, want %s", err, CodeImageNotAvailable)
+	if code(err) != reason.ImageNotAvailable {
+		t.Errorf("unpushed digest: got %v, want %s", err, reason.ImageNotAvailable)
 	}
 
 	// A prebuilt image planned at a tag is refused once the tag moved.
@@ -78,8 +79,8 @@ func roundTrip(t *testing.T, host string) {
 	if _, err := Push(ctx, second.Index, ref, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := empty.Available(ctx, "small", pin); code(err) != CodeImageRefMoved {
-		t.Errorf("moved tag: got %v, want %s", err, CodeImageRefMoved)
+	if err := empty.Available(ctx, "small", pin); code(err) != reason.ImageRefMoved {
+		t.Errorf("moved tag: got %v, want %s", err, reason.ImageRefMoved)
 	}
 	if now, err := Resolve(ctx, ref); err != nil || now != second.Digest {
 		t.Errorf("resolve after the move: %s %v", now, err)
@@ -91,17 +92,17 @@ func roundTrip(t *testing.T, host string) {
 	if err := empty.Available(ctx, "small", plan.ImagePin{Digest: first.Digest.String(), Ref: byDigest}); err != nil {
 		t.Errorf("digest reference pinned to its digest: %v", err)
 	}
-	if err := empty.Available(ctx, "small", plan.ImagePin{Digest: second.Digest.String(), Ref: byDigest}); code(err) != CodeImageRefMoved {
-		t.Errorf("digest reference pinned to another digest: got %v, want %s", err, CodeImageRefMoved)
+	if err := empty.Available(ctx, "small", plan.ImagePin{Digest: second.Digest.String(), Ref: byDigest}); code(err) != reason.ImageRefMoved {
+		t.Errorf("digest reference pinned to another digest: got %v, want %s", err, reason.ImageRefMoved)
 	}
 }
 
-func code(err error) string {
-	var r *plan.Refusal
+func code(err error) reason.Code {
+	var r *reason.Error
 	if errors.As(err, &r) {
 		return r.Code
 	}
-	return fmt.Sprint(err)
+	return reason.Code(fmt.Sprint(err))
 }
 
 func TestRegistryInProcess(t *testing.T) {

@@ -10,15 +10,13 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
 
 // Reason codes of apply refusals about images.
-const (
-	CodeImageNotAvailable = "image_not_available" // the pinned digest is neither in the store nor in a registry
-	CodeImageRefMoved     = "image_ref_moved"     // a tag points elsewhere than when the plan was made
-)
+const ()
 
 // Resolver turns the images a config's workspaces use into pinned digests:
 // built ones are built (from the layer cache when unchanged) into the
@@ -47,7 +45,7 @@ func (r *Resolver) Resolve(ctx context.Context, cfg *schema.Config) (map[string]
 	for _, n := range names {
 		im := cfg.Images[n]
 		if im == nil {
-			return nil, errorf(CodeUnknownImage, "no image %q", n)
+			return nil, reason.New(reason.UnknownImage, "no image %q", n)
 		}
 		pin, err := r.pin(ctx, cfg, n, im)
 		if err != nil {
@@ -88,21 +86,21 @@ type Checker struct {
 func (c *Checker) Available(ctx context.Context, imageName string, pin plan.ImagePin) error {
 	d, err := v1.NewHash(pin.Digest)
 	if err != nil {
-		return plan.Refusef(CodeImageNotAvailable, "image %s: bad digest %q", imageName, pin.Digest)
+		return reason.New(reason.ImageNotAvailable, "image %s: bad digest %q", imageName, pin.Digest)
 	}
 	if pin.Ref != "" {
 		if ref, err := name.ParseReference(pin.Ref); err == nil {
 			if dr, pinned := ref.(name.Digest); pinned && dr.DigestStr() != d.String() {
 				// A reference that names its digest names the pin.
-				return plan.Refusef(CodeImageRefMoved, "image %s: %s names digest %s, but the plan pins %s", imageName, pin.Ref, dr.DigestStr(), d)
+				return reason.New(reason.ImageRefMoved, "image %s: %s names digest %s, but the plan pins %s", imageName, pin.Ref, dr.DigestStr(), d)
 			}
 			if _, pinned := ref.(name.Digest); !pinned {
 				now, err := Resolve(ctx, pin.Ref)
 				if err != nil {
-					return plan.Refusef(CodeImageNotAvailable, "image %s: %v", imageName, err)
+					return reason.New(reason.ImageNotAvailable, "image %s: %v", imageName, err)
 				}
 				if now != d {
-					return plan.Refusef(CodeImageRefMoved, "image %s: %s pointed at %s when planned and points at %s now; plan again",
+					return reason.New(reason.ImageRefMoved, "image %s: %s pointed at %s when planned and points at %s now; plan again",
 						imageName, pin.Ref, d, now)
 				}
 			}
@@ -127,7 +125,7 @@ func (c *Checker) Available(ctx context.Context, imageName string, pin plan.Imag
 	if pin.Registry != "" {
 		where += " or " + pin.Registry
 	}
-	return plan.Refusef(CodeImageNotAvailable, "image %s %s is not in %s; build it here (nlx image build) or push it", imageName, d, where)
+	return reason.New(reason.ImageNotAvailable, "image %s %s is not in %s; build it here (nlx image build) or push it", imageName, d, where)
 }
 
 // repository strips a tag or digest from a reference.

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // entry is one file of a layer before it is written: the layer's content
@@ -67,21 +69,6 @@ func normMode(m fs.FileMode) int64 {
 	return 0o644
 }
 
-// Code of a source that cannot become a layer.
-const CodeEscapingSymlink = "escaping_symlink"
-
-// Error is an image error with a stable reason code.
-type Error struct {
-	Code string
-	Msg  string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Msg }
-
-func errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
-}
-
 // addTree adds the file or directory tree at src (on the host) under dest
 // (in the image). A symbolic link is kept as a link when its target stays
 // inside the tree; one that escapes it is an error, never followed.
@@ -96,7 +83,7 @@ func (c *layerContent) addTree(src, dest string) error {
 	}
 	if !info.IsDir() {
 		if !info.Mode().IsRegular() {
-			return errorf(CodeEscapingSymlink, "layer source %s is not a regular file or directory", src)
+			return reason.New(reason.EscapingSymlink, "layer source %s is not a regular file or directory", src)
 		}
 		c.add(&entry{name: dest, mode: normMode(info.Mode()), typ: tar.TypeReg, file: root, size: info.Size()})
 		return nil
@@ -124,17 +111,17 @@ func (c *layerContent) addTree(src, dest string) error {
 				return err
 			}
 			if filepath.IsAbs(target) {
-				return errorf(CodeEscapingSymlink, "%s links to the absolute path %s", filepath.Join(src, rel), target)
+				return reason.New(reason.EscapingSymlink, "%s links to the absolute path %s", filepath.Join(src, rel), target)
 			}
 			resolved := filepath.Join(filepath.Dir(p), target)
 			if r, err := filepath.Rel(root, resolved); err != nil || r == ".." || strings.HasPrefix(r, "../") {
-				return errorf(CodeEscapingSymlink, "%s links to %s, outside %s", filepath.Join(src, rel), target, src)
+				return reason.New(reason.EscapingSymlink, "%s links to %s, outside %s", filepath.Join(src, rel), target, src)
 			}
 			c.add(&entry{name: name, mode: 0o777, typ: tar.TypeSymlink, linkname: filepath.ToSlash(target)})
 		case info.Mode().IsRegular():
 			c.add(&entry{name: name, mode: normMode(info.Mode()), typ: tar.TypeReg, file: p, size: info.Size()})
 		default:
-			return errorf(CodeEscapingSymlink, "%s is not a regular file, directory or link", filepath.Join(src, rel))
+			return reason.New(reason.EscapingSymlink, "%s is not a regular file, directory or link", filepath.Join(src, rel))
 		}
 		return nil
 	})

@@ -13,20 +13,12 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // Reason codes of layers Unpack refuses. Each names what a hostile (or
 // broken) layer tried.
-const (
-	CodeAbsolutePath   = "absolute_path"     // an entry named /etc/passwd
-	CodePathTraversal  = "path_traversal"    // an entry that climbs out with ..
-	CodeEscapingLink   = "escaping_link"     // a symlink pointing outside the root
-	CodeLinkInPath     = "link_in_path"      // an entry written through a symlink
-	CodeEscapingHard   = "escaping_hardlink" // a hardlink to a file outside the root or not yet unpacked
-	CodeDeviceNode     = "device_node"       // a character or block device
-	CodeSpecialFile    = "special_file"      // a fifo or another file type a rootfs needs not
-	CodeWhiteoutTarget = "bad_whiteout"      // a whiteout that names nothing it may remove
-)
+const ()
 
 const (
 	whiteoutPrefix = ".wh."
@@ -97,15 +89,15 @@ func (u *unpacker) layer(tr *tar.Reader) error {
 // clean validates an entry name and returns it relative to the root.
 func clean(name string) (string, error) {
 	if strings.HasPrefix(name, "/") {
-		return "", errorf(CodeAbsolutePath, "entry %q is absolute", name)
+		return "", reason.New(reason.AbsolutePath, "entry %q is absolute", name)
 	}
 	c := path.Clean(name)
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", errorf(CodePathTraversal, "entry %q leaves the root", name)
+		return "", reason.New(reason.PathTraversal, "entry %q leaves the root", name)
 	}
 	for _, part := range strings.Split(name, "/") {
 		if part == ".." {
-			return "", errorf(CodePathTraversal, "entry %q climbs with ..", name)
+			return "", reason.New(reason.PathTraversal, "entry %q climbs with ..", name)
 		}
 	}
 	return c, nil
@@ -127,10 +119,10 @@ func (u *unpacker) host(rel string) (string, error) {
 			return "", err
 		}
 		if info.Mode()&fs.ModeSymlink != 0 {
-			return "", errorf(CodeLinkInPath, "entry %q goes through the link %s", rel, strings.Join(parts[:i+1], "/"))
+			return "", reason.New(reason.LinkInPath, "entry %q goes through the link %s", rel, strings.Join(parts[:i+1], "/"))
 		}
 		if !info.IsDir() {
-			return "", errorf(CodeLinkInPath, "entry %q goes through the file %s", rel, strings.Join(parts[:i+1], "/"))
+			return "", reason.New(reason.LinkInPath, "entry %q goes through the file %s", rel, strings.Join(parts[:i+1], "/"))
 		}
 	}
 	return filepath.Join(u.root, filepath.FromSlash(rel)), nil
@@ -151,7 +143,7 @@ func (u *unpacker) entry(h *tar.Header, r io.Reader) error {
 	if strings.HasPrefix(base, whiteoutPrefix) {
 		target := path.Join(path.Dir(rel), strings.TrimPrefix(base, whiteoutPrefix))
 		if t, err := clean(target); err != nil || t == "." || strings.HasPrefix(strings.TrimPrefix(base, whiteoutPrefix), whiteoutPrefix) {
-			return errorf(CodeWhiteoutTarget, "whiteout %q names nothing a layer may remove", h.Name)
+			return reason.New(reason.BadWhiteout, "whiteout %q names nothing a layer may remove", h.Name)
 		}
 		p, err := u.host(target)
 		if err != nil {
@@ -213,7 +205,7 @@ func (u *unpacker) entry(h *tar.Header, r io.Reader) error {
 		// never follows a link (see host and TypeLink).
 		if !path.IsAbs(h.Linkname) {
 			if c := path.Clean(path.Join(path.Dir(rel), h.Linkname)); c == ".." || strings.HasPrefix(c, "../") {
-				return errorf(CodeEscapingLink, "link %q -> %q leaves the root", rel, h.Linkname)
+				return reason.New(reason.EscapingLink, "link %q -> %q leaves the root", rel, h.Linkname)
 			}
 		}
 		if err := os.Symlink(h.Linkname, p); err != nil {
@@ -223,7 +215,7 @@ func (u *unpacker) entry(h *tar.Header, r io.Reader) error {
 	case tar.TypeLink:
 		trel, err := clean(h.Linkname)
 		if err != nil {
-			return errorf(CodeEscapingHard, "hardlink %q -> %q: %v", rel, h.Linkname, err)
+			return reason.New(reason.EscapingHardlink, "hardlink %q -> %q: %v", rel, h.Linkname, err)
 		}
 		tp, err := u.host(trel)
 		if err != nil {
@@ -231,13 +223,13 @@ func (u *unpacker) entry(h *tar.Header, r io.Reader) error {
 		}
 		info, err := os.Lstat(tp)
 		if err != nil || !info.Mode().IsRegular() {
-			return errorf(CodeEscapingHard, "hardlink %q -> %q names no regular file unpacked in the root", rel, h.Linkname)
+			return reason.New(reason.EscapingHardlink, "hardlink %q -> %q names no regular file unpacked in the root", rel, h.Linkname)
 		}
 		return os.Link(tp, p)
 	case tar.TypeChar, tar.TypeBlock:
-		return errorf(CodeDeviceNode, "entry %q is a device node", rel)
+		return reason.New(reason.DeviceNode, "entry %q is a device node", rel)
 	default:
-		return errorf(CodeSpecialFile, "entry %q has type %q, which a rootfs does not need", rel, string(h.Typeflag))
+		return reason.New(reason.SpecialFile, "entry %q has type %q, which a rootfs does not need", rel, string(h.Typeflag))
 	}
 }
 

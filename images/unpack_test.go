@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // hdr is one tar entry of a hand-made layer.
@@ -75,23 +76,23 @@ func TestUnpackRefusesHostileLayers(t *testing.T) {
 	tests := []struct {
 		name   string
 		layers [][]hdr
-		code   string
+		code   reason.Code
 	}{
-		{"dot-dot path", [][]hdr{{file("../escaped", "x")}}, CodePathTraversal},
-		{"dot-dot inside a path", [][]hdr{{file("etc/../../escaped", "x")}}, CodePathTraversal},
-		{"absolute path", [][]hdr{{file("/escaped", "x")}}, CodeAbsolutePath},
-		{"symlink then write through it", [][]hdr{{symlink("etc", "../outside"), file("etc/passwd", "x")}}, CodeEscapingLink},
-		{"absolute symlink then write through it", [][]hdr{{symlink("etc", "/tmp"), file("etc/passwd", "x")}}, CodeLinkInPath},
-		{"symlink in a lower layer, write through it in an upper one", [][]hdr{{symlink("lib", "/")}, {file("lib/x", "x")}}, CodeLinkInPath},
-		{"relative symlink climbing out", [][]hdr{{dir("a"), symlink("a/b", "../../../etc/shadow")}}, CodeEscapingLink},
-		{"hardlink to outside", [][]hdr{{hardlink("shadow", "../../etc/shadow")}}, CodeEscapingHard},
-		{"hardlink to an absolute path", [][]hdr{{hardlink("shadow", "/etc/shadow")}}, CodeEscapingHard},
-		{"hardlink through a symlink", [][]hdr{{symlink("s", "/etc"), hardlink("shadow", "s/shadow")}}, CodeLinkInPath},
-		{"character device", [][]hdr{{{name: "dev/null", typ: tar.TypeChar}}}, CodeDeviceNode},
-		{"block device", [][]hdr{{{name: "dev/sda", typ: tar.TypeBlock}}}, CodeDeviceNode},
-		{"fifo", [][]hdr{{{name: "pipe", typ: tar.TypeFifo}}}, CodeSpecialFile},
-		{"whiteout of a parent", [][]hdr{{file("etc/keep", "x")}, {file("etc/.wh...", "")}}, CodeWhiteoutTarget},
-		{"whiteout climbing out", [][]hdr{{file("../.wh.etc", "")}}, CodePathTraversal},
+		{"dot-dot path", [][]hdr{{file("../escaped", "x")}}, reason.PathTraversal},
+		{"dot-dot inside a path", [][]hdr{{file("etc/../../escaped", "x")}}, reason.PathTraversal},
+		{"absolute path", [][]hdr{{file("/escaped", "x")}}, reason.AbsolutePath},
+		{"symlink then write through it", [][]hdr{{symlink("etc", "../outside"), file("etc/passwd", "x")}}, reason.EscapingLink},
+		{"absolute symlink then write through it", [][]hdr{{symlink("etc", "/tmp"), file("etc/passwd", "x")}}, reason.LinkInPath},
+		{"symlink in a lower layer, write through it in an upper one", [][]hdr{{symlink("lib", "/")}, {file("lib/x", "x")}}, reason.LinkInPath},
+		{"relative symlink climbing out", [][]hdr{{dir("a"), symlink("a/b", "../../../etc/shadow")}}, reason.EscapingLink},
+		{"hardlink to outside", [][]hdr{{hardlink("shadow", "../../etc/shadow")}}, reason.EscapingHardlink},
+		{"hardlink to an absolute path", [][]hdr{{hardlink("shadow", "/etc/shadow")}}, reason.EscapingHardlink},
+		{"hardlink through a symlink", [][]hdr{{symlink("s", "/etc"), hardlink("shadow", "s/shadow")}}, reason.LinkInPath},
+		{"character device", [][]hdr{{{name: "dev/null", typ: tar.TypeChar}}}, reason.DeviceNode},
+		{"block device", [][]hdr{{{name: "dev/sda", typ: tar.TypeBlock}}}, reason.DeviceNode},
+		{"fifo", [][]hdr{{{name: "pipe", typ: tar.TypeFifo}}}, reason.SpecialFile},
+		{"whiteout of a parent", [][]hdr{{file("etc/keep", "x")}, {file("etc/.wh...", "")}}, reason.BadWhiteout},
+		{"whiteout climbing out", [][]hdr{{file("../.wh.etc", "")}}, reason.PathTraversal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +105,7 @@ func TestUnpackRefusesHostileLayers(t *testing.T) {
 				layers = append(layers, layerOf(t, l...))
 			}
 			err := Unpack(context.Background(), imageOf(t, layers...), root)
-			var ie *Error
+			var ie *reason.Error
 			if !errors.As(err, &ie) || ie.Code != tt.code {
 				t.Fatalf("got %v, want code %s", err, tt.code)
 			}

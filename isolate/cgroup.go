@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/nlx-dev/nlx/internal/reason"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -191,13 +192,13 @@ func (h *cgroupHost) dirs(p string) []string {
 // require refuses a launch the host cannot limit.
 func (h *cgroupHost) require(needCPU bool) error {
 	if !h.has("memory") {
-		return refuse(CodeCgroupMemoryUnavailable, "no cgroup memory controller (cgroup mode %s): %s", modeName(h.mode), piMemoryHint)
+		return refuse(reason.CgroupMemory, "no cgroup memory controller (cgroup mode %s): %s", modeName(h.mode), piMemoryHint)
 	}
 	if !h.has("pids") {
-		return refuse(CodeCgroupPidsUnavailable, "no cgroup pids controller (cgroup mode %s): use a kernel with CONFIG_CGROUP_PIDS", modeName(h.mode))
+		return refuse(reason.CgroupPids, "no cgroup pids controller (cgroup mode %s): use a kernel with CONFIG_CGROUP_PIDS", modeName(h.mode))
 	}
 	if needCPU && !h.has("cpu") {
-		return refuse(CodeCgroupCPUUnavailable, "no cgroup cpu controller (cgroup mode %s): use a kernel with CONFIG_CFS_BANDWIDTH or drop the workspace's cpu limit", modeName(h.mode))
+		return refuse(reason.CgroupCPU, "no cgroup cpu controller (cgroup mode %s): use a kernel with CONFIG_CFS_BANDWIDTH or drop the workspace's cpu limit", modeName(h.mode))
 	}
 	return nil
 }

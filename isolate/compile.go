@@ -15,6 +15,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
 
@@ -60,7 +61,7 @@ var (
 
 // Compile turns req into one OCI runtime-spec that every backend carries
 // out. It touches the filesystem only to resolve and check paths. A request
-// it cannot prove safe is refused with a *Refusal.
+// it cannot prove safe is refused with a *reason.Error.
 //
 // The spec has no cgroupsPath: Launch adds it, naming the launch's cgroup.
 // Swap is not in the spec either: the launch cgroup grants none (memsw on
@@ -126,7 +127,7 @@ func compile(req Request) (*specs.Spec, handles, error) {
 		s.Root.Path = r.rootfs
 	}
 	if s.Linux.Seccomp, err = seccomp.Profile(); err != nil {
-		return nil, nil, refuse(seccomp.CodeUnavailable, "%v", err)
+		return nil, nil, refuse(reason.SeccompUnavailable, "%v", err)
 	}
 
 	if req.RootFS != "" {
@@ -340,25 +341,25 @@ func check(req Request) (*resolved, error) {
 	switch req.Policy {
 	case ReadOnly, WorkspaceWrite, TrustedLocal, DangerFullAccess:
 	default:
-		return nil, refuse(CodeUnknownPolicy, "policy %q is not one of read_only, workspace_write, trusted_local, danger_full_access", req.Policy)
+		return nil, refuse(reason.UnknownPolicy, "policy %q is not one of read_only, workspace_write, trusted_local, danger_full_access", req.Policy)
 	}
 	switch req.Egress {
 	case EgressNone, EgressFull:
 	default:
-		return nil, refuse(CodeInvalidRequest, "egress %q is not one of none, full", req.Egress)
+		return nil, refuse(reason.InvalidRequest, "egress %q is not one of none, full", req.Egress)
 	}
 	if err := checkStrings(req); err != nil {
 		return nil, err
 	}
 	l := req.Limits
 	if l.MemoryBytes < 0 || l.Pids < 0 || l.CPU < 0 || math.IsNaN(l.CPU) || math.IsInf(l.CPU, 0) {
-		return nil, refuse(CodeInvalidRequest, "limits must be zero (none) or positive: memory %d, cpu %v, pids %d", l.MemoryBytes, l.CPU, l.Pids)
+		return nil, refuse(reason.InvalidRequest, "limits must be zero (none) or positive: memory %d, cpu %v, pids %d", l.MemoryBytes, l.CPU, l.Pids)
 	}
 	if l.MemoryBytes > 0 && l.MemoryBytes < 4<<20 {
-		return nil, refuse(CodeInvalidRequest, "memory limit %d bytes is below the 4 MiB a process needs to start", l.MemoryBytes)
+		return nil, refuse(reason.InvalidRequest, "memory limit %d bytes is below the 4 MiB a process needs to start", l.MemoryBytes)
 	}
 	if l.Pids > 0 && l.Pids < minPids {
-		return nil, refuse(CodeInvalidRequest, "pids limit %d is below the %d tasks the sandbox itself needs", l.Pids, minPids)
+		return nil, refuse(reason.InvalidRequest, "pids limit %d is below the %d tasks the sandbox itself needs", l.Pids, minPids)
 	}
 
 	r := &resolved{}
@@ -383,17 +384,17 @@ func check(req Request) (*resolved, error) {
 		return nil, err
 	}
 	if credRoot != "" && overlaps(credRoot, r.workspace) {
-		return nil, refuse(CodeCredentialHomeUnsafe, "credential root %s and workspace %s overlap: the workspace would expose other owners' credentials", credRoot, r.workspace)
+		return nil, refuse(reason.CredentialHomeUnsafe, "credential root %s and workspace %s overlap: the workspace would expose other owners' credentials", credRoot, r.workspace)
 	}
 	if r.skills, r.skillFs, err = checkSkills(req.Skills, credRoot); err != nil {
 		return nil, err
 	}
 	if req.RootFS != "" {
 		if req.Policy == DangerFullAccess {
-			return nil, refuse(CodeInvalidRequest, "danger_full_access runs on the host's filesystem and takes no image root")
+			return nil, refuse(reason.InvalidRequest, "danger_full_access runs on the host's filesystem and takes no image root")
 		}
 		if r.rootfs, r.rootfsF, err = checkDir(req.RootFS); err != nil {
-			return nil, refuse(CodeInvalidRequest, "image root: %v", err)
+			return nil, refuse(reason.InvalidRequest, "image root: %v", err)
 		}
 	}
 	bound := []string{r.workspace, r.credHome, r.rootfs}
@@ -442,13 +443,13 @@ func checkUser(u *User) (specs.User, error) {
 	euid, egid := uint32(os.Geteuid()), uint32(os.Getegid())
 	switch {
 	case u == nil && euid == 0:
-		return specs.User{}, refuse(CodeProviderUserRoot, "no user to run the provider as, and nlx runs as root: providers never run as root")
+		return specs.User{}, refuse(reason.ProviderUserRoot, "no user to run the provider as, and nlx runs as root: providers never run as root")
 	case u == nil:
 		return specs.User{UID: euid, GID: egid}, nil
 	case u.UID == 0 || u.GID == 0:
-		return specs.User{}, refuse(CodeProviderUserRoot, "the provider user %d:%d is root's: providers never run as root", u.UID, u.GID)
+		return specs.User{}, refuse(reason.ProviderUserRoot, "the provider user %d:%d is root's: providers never run as root", u.UID, u.GID)
 	case euid != 0 && (u.UID != euid || u.GID != egid):
-		return specs.User{}, refuse(CodeProviderUserUnavailable, "nlx runs as %d:%d and cannot run the provider as %d:%d (only root can)", euid, egid, u.UID, u.GID)
+		return specs.User{}, refuse(reason.ProviderUserNoSwitch, "nlx runs as %d:%d and cannot run the provider as %d:%d (only root can)", euid, egid, u.UID, u.GID)
 	}
 	return specs.User{UID: u.UID, GID: u.GID}, nil
 }
@@ -457,20 +458,20 @@ func checkUser(u *User) (specs.User, error) {
 // names that are not names.
 func checkStrings(req Request) error {
 	if len(req.Command) == 0 || req.Command[0] == "" {
-		return refuse(CodeInvalidRequest, "empty command")
+		return refuse(reason.InvalidRequest, "empty command")
 	}
 	for _, a := range req.Command {
 		if strings.IndexByte(a, 0) >= 0 {
-			return refuse(CodeInvalidRequest, "command argument %q holds a NUL byte", a)
+			return refuse(reason.InvalidRequest, "command argument %q holds a NUL byte", a)
 		}
 	}
 	for k, v := range req.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return refuse(CodeInvalidRequest, "environment variable %q is not a valid name=value", k)
+			return refuse(reason.InvalidRequest, "environment variable %q is not a valid name=value", k)
 		}
 	}
 	if strings.IndexByte(req.Workspace, 0) >= 0 {
-		return refuse(CodeInvalidRequest, "workspace name holds a NUL byte")
+		return refuse(reason.InvalidRequest, "workspace name holds a NUL byte")
 	}
 	return nil
 }
@@ -480,7 +481,7 @@ func checkStrings(req Request) error {
 // what the sandbox binds.
 func checkWorkspace(root, dir string) (string, *os.File, error) {
 	outside := func(format string, args ...any) (string, *os.File, error) {
-		return "", nil, refuse(CodeWorkspaceOutsideRoot, format, args...)
+		return "", nil, refuse(reason.WorkspaceOutsideRoot, format, args...)
 	}
 	if !filepath.IsAbs(root) || !filepath.IsAbs(dir) {
 		return outside("workspace root %q and directory %q must be absolute", root, dir)
@@ -530,22 +531,22 @@ func checkProtected(wsF *os.File, ws string) ([]protectedMount, error) {
 			continue
 		}
 		if errors.Is(err, errEscapes) {
-			return fail(refuse(CodeWorkspaceOutsideRoot, "%s points outside the workspace", filepath.Join(ws, name)))
+			return fail(refuse(reason.WorkspaceOutsideRoot, "%s points outside the workspace", filepath.Join(ws, name)))
 		}
 		if err != nil {
-			return fail(refuse(CodeWorkspaceOutsideRoot, "%v", err))
+			return fail(refuse(reason.WorkspaceOutsideRoot, "%v", err))
 		}
 		target, k, err := locate(f)
 		switch {
 		case err != nil:
 			f.Close()
-			return fail(refuse(CodeWorkspaceOutsideRoot, "%s: %v", filepath.Join(ws, name), err))
+			return fail(refuse(reason.WorkspaceOutsideRoot, "%s: %v", filepath.Join(ws, name), err))
 		case !strictlyInside(ws, target):
 			f.Close()
-			return fail(refuse(CodeWorkspaceOutsideRoot, "%s points outside the workspace, at %s", filepath.Join(ws, name), target))
+			return fail(refuse(reason.WorkspaceOutsideRoot, "%s points outside the workspace, at %s", filepath.Join(ws, name), target))
 		case k == '?':
 			f.Close()
-			return fail(refuse(CodeWorkspaceOutsideRoot, "%s is neither a directory nor a file", target))
+			return fail(refuse(reason.WorkspaceOutsideRoot, "%s is neither a directory nor a file", target))
 		}
 		rel, _ := filepath.Rel(ws, target)
 		out = append(out, protectedMount{dst: WorkspacePath + "/" + filepath.ToSlash(rel), f: f})
@@ -562,7 +563,7 @@ func checkCredentialHome(root, home string) (string, string, *os.File, error) {
 		return "", "", nil, nil
 	}
 	unsafe := func(format string, args ...any) (string, string, *os.File, error) {
-		return "", "", nil, refuse(CodeCredentialHomeUnsafe, format, args...)
+		return "", "", nil, refuse(reason.CredentialHomeUnsafe, format, args...)
 	}
 	switch {
 	case root == "":
@@ -620,22 +621,22 @@ func checkSkills(skills []SkillMount, credRoot string) (_ []SkillMount, files []
 	seen := map[string]bool{}
 	for _, sk := range skills {
 		if !skillName.MatchString(sk.Name) {
-			return nil, files, refuse(CodeInvalidRequest, "skill name %q is not 1-64 of [a-z0-9-]", sk.Name)
+			return nil, files, refuse(reason.InvalidRequest, "skill name %q is not 1-64 of [a-z0-9-]", sk.Name)
 		}
 		if seen[sk.Name] {
-			return nil, files, refuse(CodeInvalidRequest, "skill %q is given twice", sk.Name)
+			return nil, files, refuse(reason.InvalidRequest, "skill %q is given twice", sk.Name)
 		}
 		seen[sk.Name] = true
 		if !filepath.IsAbs(sk.Dir) {
-			return nil, files, refuse(CodeInvalidRequest, "skill %s: directory %q must be absolute", sk.Name, sk.Dir)
+			return nil, files, refuse(reason.InvalidRequest, "skill %s: directory %q must be absolute", sk.Name, sk.Dir)
 		}
 		dir, f, err := checkDir(sk.Dir)
 		if err != nil {
-			return nil, files, refuse(CodeInvalidRequest, "skill %s: %v", sk.Name, err)
+			return nil, files, refuse(reason.InvalidRequest, "skill %s: %v", sk.Name, err)
 		}
 		files = append(files, f)
 		if credRoot != "" && overlaps(credRoot, dir) {
-			return nil, files, refuse(CodeCredentialHomeUnsafe, "skill %s directory %s overlaps the credential root %s", sk.Name, dir, credRoot)
+			return nil, files, refuse(reason.CredentialHomeUnsafe, "skill %s directory %s overlaps the credential root %s", sk.Name, dir, credRoot)
 		}
 		out = append(out, SkillMount{Name: sk.Name, Dir: dir})
 	}

@@ -6,7 +6,7 @@
 // A launch goes through four steps, each fail-closed:
 //
 //  1. Compile turns a Request into one OCI runtime-spec. It only checks
-//     paths; a request it cannot prove safe is refused with a *Refusal whose
+//     paths; a request it cannot prove safe is refused with a *reason.Error whose
 //     Code is stable (unknown_policy, workspace_outside_root, ...).
 //  2. A backend carries the spec out: bwrap (bubblewrap, also rootless) or
 //     runc (an OCI bundle). Both take the same spec; Launch records which ran.

@@ -14,6 +14,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
 
@@ -125,9 +126,9 @@ func seccompFinding(name string, err error, ok string) Finding {
 	f := Finding{Name: name, OK: err == nil, Detail: ok}
 	if err != nil {
 		f.Detail = err.Error()
-		var se *seccomp.Error
+		var se *reason.Error
 		if errors.As(err, &se) && se.Fix != "" {
-			f.Detail, f.Fix = se.Code+": "+strings.TrimSuffix(se.Msg, "; fix: "+se.Fix), se.Fix
+			f.Detail, f.Fix = string(se.Code)+": "+strings.TrimSuffix(se.Msg, "; fix: "+se.Fix), se.Fix
 		} else {
 			f.Fix = "use a kernel built with CONFIG_SECCOMP_FILTER, and a runc built with libseccomp"
 		}

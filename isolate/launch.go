@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
+	"github.com/nlx-dev/nlx/internal/reason"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/nlx-dev/nlx/isolate/seccomp"
@@ -295,12 +296,12 @@ var (
 	runcSeccomp sync.Map // runc path -> true
 )
 
-func seccompRefusal(err error) *Refusal {
-	var se *seccomp.Error
+func seccompRefusal(err error) *reason.Error {
+	var se *reason.Error
 	if errors.As(err, &se) {
-		return &Refusal{Code: se.Code, Msg: se.Msg}
+		return &reason.Error{Code: se.Code, Msg: se.Msg}
 	}
-	return refuse(seccomp.CodeUnavailable, "%v", err)
+	return refuse(reason.SeccompUnavailable, "%v", err)
 }
 
 // stopFailed ends a launch whose identity is already recorded, so that the
@@ -334,7 +335,7 @@ func newID() string {
 }
 
 // Available reports whether b can run a sandbox here, by running a trivial
-// one with the namespaces a launch uses; an error is a *Refusal with code
+// one with the namespaces a launch uses; an error is a *reason.Error with code
 // no_backend.
 func (b Backend) Available(ctx context.Context) error {
 	path, err := b.lookPath()
@@ -348,7 +349,7 @@ func (b Backend) Available(ctx context.Context) error {
 		err = runcProbe(ctx, path)
 	}
 	if err != nil {
-		return refuse(CodeNoBackend, "%s does not work here: %v", b, err)
+		return refuse(reason.NoBackend, "%s does not work here: %v", b, err)
 	}
 	return nil
 }
@@ -365,12 +366,12 @@ func (b Backend) lookPath() (string, error) {
 		}
 		p, err := exec.LookPath(string(b))
 		if err != nil {
-			return "", refuse(CodeNoBackend, "%s is not installed: %v", b, err)
+			return "", refuse(reason.NoBackend, "%s is not installed: %v", b, err)
 		}
 		lookPaths.Store(key, p)
 		return p, nil
 	}
-	return "", refuse(CodeNoBackend, "unknown backend %q: want bwrap or runc", b)
+	return "", refuse(reason.NoBackend, "unknown backend %q: want bwrap or runc", b)
 }
 
 // usable is Available, remembered per binary for the life of the process:
@@ -405,12 +406,12 @@ func choose(ctx context.Context, b Backend) (Backend, string, error) {
 		if err == nil {
 			return c, path, nil
 		}
-		var r *Refusal
+		var r *reason.Error
 		if errors.As(err, &r) {
 			why = append(why, r.Msg)
 		} else {
 			why = append(why, err.Error())
 		}
 	}
-	return "", "", refuse(CodeNoBackend, "no usable backend: %s", strings.Join(why, "; "))
+	return "", "", refuse(reason.NoBackend, "no usable backend: %s", strings.Join(why, "; "))
 }

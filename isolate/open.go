@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -195,7 +196,7 @@ func bwrapPass(s *specs.Spec, h handles) ([]*os.File, bwrapFDs, error) {
 	}
 	prog, err := seccomp.Program(s.Linux.Seccomp)
 	if err != nil {
-		return nil, fds, refuse(seccomp.CodeUnavailable, "compile the seccomp filter: %v", err)
+		return nil, fds, refuse(reason.SeccompUnavailable, "compile the seccomp filter: %v", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -217,10 +218,9 @@ func bwrapPass(s *specs.Spec, h handles) ([]*os.File, bwrapFDs, error) {
 	return pass, fds, nil
 }
 
-// CodeBindSourceUnsafe refuses a bind source whose path someone other than
+// reason.BindSourceUnsafe refuses a bind source whose path someone other than
 // root (or the user nlx runs as) could redirect between the check and the
 // backend's mount.
-const CodeBindSourceUnsafe = "bind_source_unsafe"
 
 // checkAncestors proves that nobody but root or nlx's own user can swap
 // what path names: every directory above it is owned by one of them and
@@ -234,15 +234,15 @@ func checkAncestors(path string) error {
 	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
 		var st unix.Stat_t
 		if err := unix.Lstat(dir, &st); err != nil {
-			return refuse(CodeBindSourceUnsafe, "%s: %v", path, err)
+			return refuse(reason.BindSourceUnsafe, "%s: %v", path, err)
 		}
 		switch {
 		case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-			return refuse(CodeBindSourceUnsafe, "%s: %s is not a directory", path, dir)
+			return refuse(reason.BindSourceUnsafe, "%s: %s is not a directory", path, dir)
 		case st.Uid != 0 && st.Uid != euid:
-			return refuse(CodeBindSourceUnsafe, "%s: %s belongs to uid %d, who could swap what it holds; make it root's", path, dir, st.Uid)
+			return refuse(reason.BindSourceUnsafe, "%s: %s belongs to uid %d, who could swap what it holds; make it root's", path, dir, st.Uid)
 		case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
-			return refuse(CodeBindSourceUnsafe, "%s: %s is writable by group or others (mode %o), who could swap what it holds", path, dir, st.Mode&0o7777)
+			return refuse(reason.BindSourceUnsafe, "%s: %s is writable by group or others (mode %o), who could swap what it holds", path, dir, st.Mode&0o7777)
 		}
 		if dir == "/" {
 			return nil
@@ -250,10 +250,9 @@ func checkAncestors(path string) error {
 	}
 }
 
-// CodeProviderCannotReach refuses a bubblewrap launch whose bind sources
+// reason.ProviderCannotReach refuses a bubblewrap launch whose bind sources
 // the provider's user cannot reach: bubblewrap, started as that user,
 // resolves each source path itself, with that user's permissions.
-const CodeProviderCannotReach = "provider_cannot_reach"
 
 // checkReach proves that u can search every directory above each bind
 // source of s, as bubblewrap running as u needs to.
@@ -273,7 +272,7 @@ func checkReach(s *specs.Spec, u specs.User) error {
 			checked[dir] = true
 			var st unix.Stat_t
 			if err := unix.Stat(dir, &st); err != nil {
-				return refuse(CodeProviderCannotReach, "%s: %v", src, err)
+				return refuse(reason.ProviderCannotReach, "%s: %v", src, err)
 			}
 			perm := st.Mode & 0o7
 			switch {
@@ -283,7 +282,7 @@ func checkReach(s *specs.Spec, u specs.User) error {
 				perm = st.Mode >> 3 & 0o7
 			}
 			if perm&1 == 0 {
-				return refuse(CodeProviderCannotReach, "the provider user %d cannot reach %s: %s (mode %o, owner %d:%d) denies it search; "+
+				return refuse(reason.ProviderCannotReach, "the provider user %d cannot reach %s: %s (mode %o, owner %d:%d) denies it search; "+
 					"make it searchable (chmod o+x %s), keep nlx's directories under one that is (such as /var/lib/nlx), or use --backend runc",
 					u.UID, src, dir, st.Mode&0o7777, st.Uid, st.Gid, dir)
 			}
@@ -324,7 +323,7 @@ func rootFSPrepared(s *specs.Spec) error {
 	}
 	for _, p := range rootFSMountPoints {
 		if fi, err := os.Stat(filepath.Join(s.Root.Path, p)); err != nil || !fi.IsDir() {
-			return refuse(CodeProviderCannotReach, "image root %s has no /%s for bubblewrap, running as the provider's user, to mount on "+
+			return refuse(reason.ProviderCannotReach, "image root %s has no /%s for bubblewrap, running as the provider's user, to mount on "+
 				"(nlx prepares the images it unpacks; isolate.PrepareRootFS does it); or use --backend runc", s.Root.Path, p)
 		}
 	}

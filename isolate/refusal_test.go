@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/nlx-dev/nlx/isolate/seccomp"
+	"github.com/nlx-dev/nlx/internal/reason"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
@@ -53,50 +53,50 @@ func TestRefusals(t *testing.T) {
 	marker := "/tmp/should-not-exist"
 	cases := []struct {
 		name string
-		code string
+		code reason.Code
 		mut  func(*testing.T, *Request)
 	}{
-		{"unknown policy", CodeUnknownPolicy, func(t *testing.T, r *Request) { r.Policy = "yolo" }},
-		{"empty policy", CodeUnknownPolicy, func(t *testing.T, r *Request) { r.Policy = "" }},
-		{"workspace outside root", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = outside }},
-		{"workspace outside root via symlink", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = filepath.Join(f.wsRoot, "evil") }},
-		{"workspace outside root via ..", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = f.wsRoot + "/alpha/../../outside" }},
-		{"workspace is the root", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = f.wsRoot }},
-		{"workspace relative", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = "workspaces/alpha" }},
-		{"workspace missing", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = filepath.Join(f.wsRoot, "nope") }},
-		{".git symlink out of the workspace", CodeWorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = gitEscape }},
-		{"credential home is a symlink", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "alice/codex" }},
-		{"credential home under a symlink", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "mallory/codex" }},
-		{"credential home escapes with ..", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "alice/../bob/codex" }},
-		{"credential home escapes the root", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "../credentials/bob/codex" }},
-		{"credential home absolute", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = filepath.Join(f.credRoot, "bob", "codex") }},
-		{"credential home is the root", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "." }},
-		{"credential home empty", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "" }},
-		{"credential home is a file", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "bob/codex/token" }},
-		{"credential root relative", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialRoot = "credentials" }},
-		{"credential root inside the workspace", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialRoot = inner }},
-		{"skill dir holds the credential root", CodeCredentialHomeUnsafe, func(t *testing.T, r *Request) { r.Skills = []SkillMount{{Name: "all", Dir: f.base}} }},
-		{"skill name", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Skills = []SkillMount{{Name: "../x", Dir: f.skillRoot}} }},
-		{"unknown egress", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Egress = "some" }},
-		{"empty command", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Command = nil }},
-		{"NUL in an argument", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Command = []string{"sh", "-c", "a\x00b"} }},
-		{"bad env name", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Env = map[string]string{"A=B": "c"} }},
-		{"negative limit", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Limits.Pids = -1 }},
-		{"NaN cpu", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Limits.CPU = math.NaN() }},
-		{"tiny memory", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Limits.MemoryBytes = 1024 }},
-		{"tiny pids", CodeInvalidRequest, func(t *testing.T, r *Request) { r.Limits.Pids = 2 }},
-		{"unknown backend", CodeNoBackend, func(t *testing.T, r *Request) { r.Backend = "lxc" }},
-		{"no backend on PATH", CodeNoBackend, func(t *testing.T, r *Request) { t.Setenv("PATH", "") }},
-		{"explicit backend missing", CodeNoBackend, func(t *testing.T, r *Request) { r.Backend = Runc; t.Setenv("PATH", t.TempDir()) }},
-		{"workspace root writable by others", CodeBindSourceUnsafe, func(t *testing.T, r *Request) {
+		{"unknown policy", reason.UnknownPolicy, func(t *testing.T, r *Request) { r.Policy = "yolo" }},
+		{"empty policy", reason.UnknownPolicy, func(t *testing.T, r *Request) { r.Policy = "" }},
+		{"workspace outside root", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = outside }},
+		{"workspace outside root via symlink", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = filepath.Join(f.wsRoot, "evil") }},
+		{"workspace outside root via ..", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = f.wsRoot + "/alpha/../../outside" }},
+		{"workspace is the root", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = f.wsRoot }},
+		{"workspace relative", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = "workspaces/alpha" }},
+		{"workspace missing", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = filepath.Join(f.wsRoot, "nope") }},
+		{".git symlink out of the workspace", reason.WorkspaceOutsideRoot, func(t *testing.T, r *Request) { r.WorkspaceDir = gitEscape }},
+		{"credential home is a symlink", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "alice/codex" }},
+		{"credential home under a symlink", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "mallory/codex" }},
+		{"credential home escapes with ..", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "alice/../bob/codex" }},
+		{"credential home escapes the root", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "../credentials/bob/codex" }},
+		{"credential home absolute", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = filepath.Join(f.credRoot, "bob", "codex") }},
+		{"credential home is the root", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "." }},
+		{"credential home empty", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "" }},
+		{"credential home is a file", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "bob/codex/token" }},
+		{"credential root relative", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialRoot = "credentials" }},
+		{"credential root inside the workspace", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialRoot = inner }},
+		{"skill dir holds the credential root", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.Skills = []SkillMount{{Name: "all", Dir: f.base}} }},
+		{"skill name", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Skills = []SkillMount{{Name: "../x", Dir: f.skillRoot}} }},
+		{"unknown egress", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Egress = "some" }},
+		{"empty command", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Command = nil }},
+		{"NUL in an argument", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Command = []string{"sh", "-c", "a\x00b"} }},
+		{"bad env name", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Env = map[string]string{"A=B": "c"} }},
+		{"negative limit", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Limits.Pids = -1 }},
+		{"NaN cpu", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Limits.CPU = math.NaN() }},
+		{"tiny memory", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Limits.MemoryBytes = 1024 }},
+		{"tiny pids", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Limits.Pids = 2 }},
+		{"unknown backend", reason.NoBackend, func(t *testing.T, r *Request) { r.Backend = "lxc" }},
+		{"no backend on PATH", reason.NoBackend, func(t *testing.T, r *Request) { t.Setenv("PATH", "") }},
+		{"explicit backend missing", reason.NoBackend, func(t *testing.T, r *Request) { r.Backend = Runc; t.Setenv("PATH", t.TempDir()) }},
+		{"workspace root writable by others", reason.BindSourceUnsafe, func(t *testing.T, r *Request) {
 			r.WorkspaceRoot, r.WorkspaceDir = openRoot, filepath.Join(openRoot, "delta")
 		}},
-		{"kernel without seccomp filters", seccomp.CodeUnavailable, func(t *testing.T, r *Request) {
+		{"kernel without seccomp filters", reason.SeccompUnavailable, func(t *testing.T, r *Request) {
 			saved := seccompHost
-			seccompHost = func() error { return &seccomp.Error{Code: seccomp.CodeUnavailable, Msg: "no filter mode (test)"} }
+			seccompHost = func() error { return &reason.Error{Code: reason.SeccompUnavailable, Msg: "no filter mode (test)"} }
 			t.Cleanup(func() { seccompHost = saved })
 		}},
-		{"runc without seccomp", seccomp.CodeUnavailable, func(t *testing.T, r *Request) {
+		{"runc without seccomp", reason.SeccompUnavailable, func(t *testing.T, r *Request) {
 			r.Backend = Runc
 			t.Setenv("PATH", noSeccomp+":"+os.Getenv("PATH"))
 		}},
@@ -108,14 +108,14 @@ func TestRefusals(t *testing.T) {
 			rec := &fakeRecorder{}
 			id := "refused-" + newID()
 			p, err := Launch(context.Background(), req, Options{Recorder: rec, LaunchID: id})
-			var r *Refusal
+			var r *reason.Error
 			if !errors.As(err, &r) {
 				t.Fatalf("Launch = %v, %v; want a refusal %s", p, err, c.code)
 			}
 			if r.Code != c.code {
 				t.Errorf("code %s, want %s (%v)", r.Code, c.code, r)
 			}
-			if !strings.HasPrefix(r.Error(), c.code+": ") {
+			if !strings.HasPrefix(r.Error(), string(c.code)+": ") {
 				t.Errorf("Error() = %q", r.Error())
 			}
 			if rec.count() != 0 {
@@ -135,19 +135,19 @@ func TestRequireControllers(t *testing.T) {
 		v1      []cgroup1.Subsystem
 		v2      []string // the unified hierarchy's controllers
 		needCPU bool
-		code    string
+		code    reason.Code
 		hint    string
 	}{
 		{"all there", []cgroup1.Subsystem{mem, pids, cpu}, nil, true, "", ""},
-		{"no memory (a Raspberry Pi kernel)", []cgroup1.Subsystem{pids, cpu}, nil, false, CodeCgroupMemoryUnavailable, "cgroup_enable=memory cgroup_memory=1"},
-		{"no pids", []cgroup1.Subsystem{mem, cpu}, nil, false, CodeCgroupPidsUnavailable, "CONFIG_CGROUP_PIDS"},
-		{"no cpu, cpu limited", []cgroup1.Subsystem{mem, pids}, nil, true, CodeCgroupCPUUnavailable, "cpu"},
+		{"no memory (a Raspberry Pi kernel)", []cgroup1.Subsystem{pids, cpu}, nil, false, reason.CgroupMemory, "cgroup_enable=memory cgroup_memory=1"},
+		{"no pids", []cgroup1.Subsystem{mem, cpu}, nil, false, reason.CgroupPids, "CONFIG_CGROUP_PIDS"},
+		{"no cpu, cpu limited", []cgroup1.Subsystem{mem, pids}, nil, true, reason.CgroupCPU, "cpu"},
 		{"no cpu, no cpu limit", []cgroup1.Subsystem{mem, pids}, nil, false, "", ""},
 		{"v2 only", nil, []string{"memory", "pids"}, false, "", ""},
-		{"v2 without memory", nil, []string{"cpu", "pids"}, false, CodeCgroupMemoryUnavailable, "/boot/firmware/cmdline.txt"},
-		{"v2 without cpu, cpu limited", nil, []string{"memory", "pids"}, true, CodeCgroupCPUUnavailable, "CONFIG_CFS_BANDWIDTH"},
+		{"v2 without memory", nil, []string{"cpu", "pids"}, false, reason.CgroupMemory, "/boot/firmware/cmdline.txt"},
+		{"v2 without cpu, cpu limited", nil, []string{"memory", "pids"}, true, reason.CgroupCPU, "CONFIG_CFS_BANDWIDTH"},
 		{"hybrid: memory on v2, pids on v1", []cgroup1.Subsystem{pids}, []string{"memory", "pids"}, false, "", ""},
-		{"nothing", nil, nil, false, CodeCgroupMemoryUnavailable, "/boot/firmware/cmdline.txt"},
+		{"nothing", nil, nil, false, reason.CgroupMemory, "/boot/firmware/cmdline.txt"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -162,7 +162,7 @@ func TestRequireControllers(t *testing.T) {
 				}
 				return
 			}
-			var r *Refusal
+			var r *reason.Error
 			if !errors.As(err, &r) || r.Code != c.code || !strings.Contains(r.Msg, c.hint) {
 				t.Errorf("require = %v, want %s mentioning %q", err, c.code, c.hint)
 			}

@@ -1,6 +1,6 @@
 package isolate
 
-import "fmt"
+import "github.com/nlx-dev/nlx/internal/reason"
 
 // Policy is a workspace's filesystem policy.
 type Policy string
@@ -137,36 +137,19 @@ type Limits struct {
 // Refusal codes. They are stable: the CLI maps them to exit codes and they
 // appear in JSON output.
 const (
-	CodeUnknownPolicy           = "unknown_policy"
-	CodeWorkspaceOutsideRoot    = "workspace_outside_root"
-	CodeCredentialHomeUnsafe    = "credential_home_unsafe"
-	CodeNoBackend               = "no_backend"
-	CodeCgroupMemoryUnavailable = "cgroup_memory_unavailable"
-	CodeCgroupPidsUnavailable   = "cgroup_pids_unavailable"
-	CodeCgroupCPUUnavailable    = "cgroup_cpu_unavailable"
-	// CodeInvalidRequest covers malformed requests: an empty command, an
-	// unknown egress, a bad skill name, negative limits.
-	CodeInvalidRequest = "invalid_request"
-	// CodeProviderUserRoot: the provider would run as root (no user given
-	// to an nlx running as root, or uid 0 given).
-	CodeProviderUserRoot = "provider_user_root"
-	// CodeProviderUserUnavailable: nlx, not root, cannot run the provider
-	// as another user.
-	CodeProviderUserUnavailable = "provider_user_unavailable"
+// reason.InvalidRequest covers malformed requests: an empty command, an
+// unknown egress, a bad skill name, negative limits.
+// reason.ProviderUserRoot: the provider would run as root (no user given
+// to an nlx running as root, or uid 0 given).
+// reason.ProviderUserNoSwitch: nlx, not root, cannot run the provider
+// as another user.
 )
 
 // piMemoryHint is the fix for the most common missing controller.
 const piMemoryHint = "enable the memory controller: on a Raspberry Pi add `cgroup_enable=memory cgroup_memory=1` " +
 	"to /boot/firmware/cmdline.txt (one line) and reboot"
 
-// Refusal is a launch nlx will not make: nothing was started.
-type Refusal struct {
-	Code string `json:"code"`
-	Msg  string `json:"message"`
-}
-
-func (r *Refusal) Error() string { return r.Code + ": " + r.Msg }
-
-func refuse(code, format string, args ...any) *Refusal {
-	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+// refuse is a launch nlx will not make: nothing was started.
+func refuse(code reason.Code, format string, args ...any) *reason.Error {
+	return reason.New(code, format, args...)
 }

@@ -16,20 +16,14 @@ import (
 
 	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/internal/bytesize"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/schema"
 )
 
 // Refusal codes of launches the applied state does not allow. Nothing is
 // started.
-const (
-	CodeNotApplied       = "not_applied"          // the resource is in no applied state
-	CodeHeld             = "held"                 // the resource is held (an import under review)
-	CodeProviderDisabled = "provider_disabled"    // the connection's provider is applied disabled
-	CodeFeatureOff       = "provider_feature_off" // the provider needs a feature flag nothing turns on
-	CodeSkillMissing     = "skill_not_installed"  // an applied skill's package is not in the skill store
-	CodeInvalidSpec      = "invalid_applied_spec" // an applied spec nlx cannot read
-)
+const ()
 
 // Status values of an applied resource.
 const (
@@ -69,8 +63,8 @@ type Launch struct {
 	ProviderCmd []string
 }
 
-func refuse(code, format string, args ...any) *isolate.Refusal {
-	return &isolate.Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+func refuse(code reason.Code, format string, args ...any) *reason.Error {
+	return reason.New(code, format, args...)
 }
 
 // Resolve reads the target's workspace, connection, provider and skills
@@ -87,9 +81,9 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 	}
 	switch {
 	case c.Workspace != t.Workspace:
-		return nil, refuse(schema.CodeWrongWorkspace, "connection %s belongs to workspace %s, not %s", t.Connection, c.Workspace, t.Workspace)
+		return nil, refuse(reason.ConnectionWorkspace, "connection %s belongs to workspace %s, not %s", t.Connection, c.Workspace, t.Workspace)
 	case c.Scope == "personal" && w.Kind == "team":
-		return nil, refuse(schema.CodePersonalOnTeam, "personal connection %s cannot run in team workspace %s", t.Connection, t.Workspace)
+		return nil, refuse(reason.PersonalOnTeam, "personal connection %s cannot run in team workspace %s", t.Connection, t.Workspace)
 	}
 	var p schema.Provider
 	if err := read(ctx, st, schema.KindProvider, c.Provider, &p); err != nil {
@@ -97,15 +91,15 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 	}
 	switch {
 	case !p.Enabled():
-		return nil, refuse(CodeProviderDisabled, "connection %s uses provider %s, which the applied state has %s", t.Connection, c.Provider, orDisabled(p.Status))
+		return nil, refuse(reason.ProviderDisabled, "connection %s uses provider %s, which the applied state has %s", t.Connection, c.Provider, orDisabled(p.Status))
 	case p.Feature != "":
 		// No feature flag can be turned on yet: a provider behind one
 		// never runs.
-		return nil, refuse(CodeFeatureOff, "provider %s runs only with feature flag %q on, and this host turns no feature flag on", c.Provider, p.Feature)
+		return nil, refuse(reason.ProviderFeatureOff, "provider %s runs only with feature flag %q on, and this host turns no feature flag on", c.Provider, p.Feature)
 	}
 	mem, err := bytesize.Parse(w.Limits.Memory)
 	if err != nil {
-		return nil, refuse(CodeInvalidSpec, "workspace %s: %v", t.Workspace, err)
+		return nil, refuse(reason.InvalidAppliedSpec, "workspace %s: %v", t.Workspace, err)
 	}
 	l := &Launch{
 		ImageDigest: w.ImageDigest,
@@ -153,11 +147,11 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 // ("sha256:HEX"): SkillRoot/NAME/HEX (host.SkillDir).
 func SkillDir(root, name, digest string) (string, error) {
 	if root == "" {
-		return "", refuse(CodeSkillMissing, "skill %s: no skill store on this host", name)
+		return "", refuse(reason.SkillNotInstalled, "skill %s: no skill store on this host", name)
 	}
 	dir, err := host.SkillDir(root, name, digest)
 	if err != nil {
-		return "", refuse(CodeInvalidSpec, "%v", err)
+		return "", refuse(reason.InvalidAppliedSpec, "%v", err)
 	}
 	return dir, nil
 }
@@ -171,14 +165,14 @@ func read(ctx context.Context, st Applied, kind schema.Kind, name string, v any)
 	case err != nil:
 		return fmt.Errorf("read %s from the state: %w", addr, err)
 	case !found:
-		return refuse(CodeNotApplied, "%s is not in the applied state: plan and apply it first", addr)
+		return refuse(reason.NotApplied, "%s is not in the applied state: plan and apply it first", addr)
 	case status == StatusHeld:
-		return refuse(CodeHeld, "%s is held (an import under review): an admin's approved plan releases it", addr)
+		return refuse(reason.Held, "%s is held (an import under review): an admin's approved plan releases it", addr)
 	case status != StatusActive:
-		return refuse(CodeInvalidSpec, "%s has status %q in the state", addr, status)
+		return refuse(reason.InvalidAppliedSpec, "%s has status %q in the state", addr, status)
 	}
 	if err := json.Unmarshal(spec, v); err != nil {
-		return refuse(CodeInvalidSpec, "%s: applied spec: %v", addr, err)
+		return refuse(reason.InvalidAppliedSpec, "%s: applied spec: %v", addr, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -91,46 +92,46 @@ func TestResolveRefuses(t *testing.T) {
 		name   string
 		edit   func(applied)
 		target Target
-		code   string
+		code   reason.Code
 	}{
-		{"workspace not applied", func(a applied) {}, Target{Workspace: "edited-in", Connection: "team"}, CodeNotApplied},
-		{"connection not applied", func(a applied) {}, Target{Workspace: "platform", Connection: "new"}, CodeNotApplied},
-		{"provider not applied", func(a applied) { delete(a, "provider.codex") }, team, CodeNotApplied},
-		{"skill not applied", func(a applied) { delete(a, "skill.notes") }, team, CodeNotApplied},
-		{"workspace held", func(a applied) { hold(a, "workspace.platform") }, team, CodeHeld},
-		{"connection held", func(a applied) { hold(a, "connection.team") }, team, CodeHeld},
-		{"provider held", func(a applied) { hold(a, "provider.codex") }, team, CodeHeld},
-		{"skill held", func(a applied) { hold(a, "skill.notes") }, team, CodeHeld},
+		{"workspace not applied", func(a applied) {}, Target{Workspace: "edited-in", Connection: "team"}, reason.NotApplied},
+		{"connection not applied", func(a applied) {}, Target{Workspace: "platform", Connection: "new"}, reason.NotApplied},
+		{"provider not applied", func(a applied) { delete(a, "provider.codex") }, team, reason.NotApplied},
+		{"skill not applied", func(a applied) { delete(a, "skill.notes") }, team, reason.NotApplied},
+		{"workspace held", func(a applied) { hold(a, "workspace.platform") }, team, reason.Held},
+		{"connection held", func(a applied) { hold(a, "connection.team") }, team, reason.Held},
+		{"provider held", func(a applied) { hold(a, "provider.codex") }, team, reason.Held},
+		{"skill held", func(a applied) { hold(a, "skill.notes") }, team, reason.Held},
 		{"provider disabled", func(a applied) {
 			r := a["provider.codex"]
 			p := r.spec.(schema.Provider)
 			p.Status = "disabled"
 			a["provider.codex"] = res{p, r.status}
-		}, team, CodeProviderDisabled},
+		}, team, reason.ProviderDisabled},
 		{"provider behind a feature flag", func(a applied) {
 			r := a["provider.codex"]
 			p := r.spec.(schema.Provider)
 			p.Feature = "preview"
 			a["provider.codex"] = res{p, r.status}
-		}, team, CodeFeatureOff},
-		{"connection of another workspace", func(a applied) {}, Target{Workspace: "alice", Connection: "team"}, schema.CodeWrongWorkspace},
-		{"personal connection on a team workspace", func(a applied) {}, Target{Workspace: "platform", Connection: "mine"}, schema.CodePersonalOnTeam},
+		}, team, reason.ProviderFeatureOff},
+		{"connection of another workspace", func(a applied) {}, Target{Workspace: "alice", Connection: "team"}, reason.ConnectionWorkspace},
+		{"personal connection on a team workspace", func(a applied) {}, Target{Workspace: "platform", Connection: "mine"}, reason.PersonalOnTeam},
 		{"memory that overflows", func(a applied) {
 			r := a["workspace.platform"]
 			w := r.spec.(schema.Workspace)
 			w.Limits.Memory = "17179869185Gi"
 			a["workspace.platform"] = res{w, r.status}
-		}, team, CodeInvalidSpec},
+		}, team, reason.InvalidAppliedSpec},
 		{"skill digest not a digest", func(a applied) {
 			a["skill.notes"] = res{schema.Skill{Scope: "team", Digest: "sha256:../../etc"}, StatusActive}
-		}, team, CodeInvalidSpec},
+		}, team, reason.InvalidAppliedSpec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := base()
 			tt.edit(a)
 			_, err := Resolve(context.Background(), a, paths, tt.target)
-			var r *isolate.Refusal
+			var r *reason.Error
 			if !errors.As(err, &r) || r.Code != tt.code {
 				t.Fatalf("Resolve: %v, want refusal %s", err, tt.code)
 			}

@@ -12,30 +12,12 @@ import (
 	"syscall"
 
 	"github.com/nlx-dev/nlx/internal/bytesize"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/schema"
 )
 
-// Refusal is an error with a stable reason code. Every refusal nlx makes is
-// one: the code appears in text and JSON output and scripts branch on it.
-type Refusal struct {
-	Code string
-	Msg  string
-}
-
-func (r *Refusal) Error() string { return r.Code + ": " + r.Msg }
-
-// Refusef returns a Refusal with a formatted message.
-func Refusef(code, format string, args ...any) *Refusal {
-	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
-}
-
 // Reason codes for plan files.
-const (
-	CodePlanHashMismatch = "plan_hash_mismatch" // the file was changed after it was written
-	CodeUnknownFormat    = "unknown_plan_format"
-	CodeInvalidPlan      = "invalid_plan_file"
-	CodePlanTooLarge     = "plan_too_large" // over MaxPlanBytes
-)
+const ()
 
 // JSON encodes v compactly without HTML escaping: the one encoding nlx
 // hashes, stores and writes.
@@ -144,7 +126,7 @@ func ReadFile(path string) (*Plan, error) {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, Refusef(CodeInvalidPlan, "%s is not a regular file (%s); a plan file is one that nlx plan --out wrote", path, fileKind(fi.Mode()))
+		return nil, reason.New(reason.InvalidPlanFile, "%s is not a regular file (%s); a plan file is one that nlx plan --out wrote", path, fileKind(fi.Mode()))
 	}
 	if fi.Size() > limit {
 		return nil, tooLarge(path, limit)
@@ -194,7 +176,7 @@ func readLimited(r io.Reader, limit, size int64) (data []byte, over bool, err er
 }
 
 func tooLarge(what string, limit int64) error {
-	return Refusef(CodePlanTooLarge, "%s is larger than %s, the largest plan nlx reads; set %s higher (a byte count, or with a Ki, Mi or Gi suffix) to read it",
+	return reason.New(reason.PlanTooLarge, "%s is larger than %s, the largest plan nlx reads; set %s higher (a byte count, or with a Ki, Mi or Gi suffix) to read it",
 		what, bytesize.Format(limit), EnvMaxPlanBytes)
 }
 
@@ -222,7 +204,7 @@ func readBytes(data []byte) (*Plan, error) {
 	// the strict path below, which says what is wrong with it.
 	if p := decodeCanonical(data); p != nil {
 		if err := p.validate(); err != nil {
-			return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+			return nil, reason.New(reason.InvalidPlanFile, "plan file: %v", err)
 		}
 		return p, nil
 	}
@@ -235,34 +217,34 @@ func readStrict(data []byte) (*Plan, error) {
 	if !isCompact(data) {
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, data); err != nil {
-			return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
+			return nil, reason.New(reason.InvalidPlanFile, "not a plan file: %v", err)
 		}
 		data = compact.Bytes()
 	}
 	version, ok, err := formatVersion(data)
 	switch {
 	case err != nil:
-		return nil, Refusef(CodeInvalidPlan, "not a plan file: %v", err)
+		return nil, reason.New(reason.InvalidPlanFile, "not a plan file: %v", err)
 	case !ok:
-		return nil, Refusef(CodeInvalidPlan, "not a plan file: no format_version")
+		return nil, reason.New(reason.InvalidPlanFile, "not a plan file: no format_version")
 	case version != FormatVersion:
-		return nil, Refusef(CodeUnknownFormat, "plan format_version %d is not supported (this nlx reads %d)", version, FormatVersion)
+		return nil, reason.New(reason.UnknownPlanFormat, "plan format_version %d is not supported (this nlx reads %d)", version, FormatVersion)
 	}
 	p, err := decodePlan(data)
 	if err != nil {
-		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+		return nil, reason.New(reason.InvalidPlanFile, "plan file: %v", err)
 	}
 	hashOK, formOK, err := canonicalMatch(data, p)
 	switch {
 	case err != nil:
-		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+		return nil, reason.New(reason.InvalidPlanFile, "plan file: %v", err)
 	case !hashOK:
-		return nil, Refusef(CodePlanHashMismatch, "plan file content does not match its plan_hash %s; it was changed after nlx wrote it", p.PlanHash)
+		return nil, reason.New(reason.PlanHashMismatch, "plan file content does not match its plan_hash %s; it was changed after nlx wrote it", p.PlanHash)
 	case !formOK:
-		return nil, Refusef(CodeInvalidPlan, "plan file is not in canonical form (repeated, reordered or extra keys); nlx does not write such files")
+		return nil, reason.New(reason.InvalidPlanFile, "plan file is not in canonical form (repeated, reordered or extra keys); nlx does not write such files")
 	}
 	if err := p.validate(); err != nil {
-		return nil, Refusef(CodeInvalidPlan, "plan file: %v", err)
+		return nil, reason.New(reason.InvalidPlanFile, "plan file: %v", err)
 	}
 	return p, nil
 }

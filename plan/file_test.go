@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 func encode(t testing.TB, p *Plan) []byte {
@@ -22,16 +24,16 @@ func encode(t testing.TB, p *Plan) []byte {
 	return data
 }
 
-// refusalCode returns the Code of err's *Refusal, "" for no error, and fails
-// the test for an error that is not a *Refusal.
-func refusalCode(t testing.TB, err error) string {
+// refusalCode returns the Code of err's *reason.Error, "" for no error, and fails
+// the test for an error that is not a *reason.Error.
+func refusalCode(t testing.TB, err error) reason.Code {
 	t.Helper()
 	if err == nil {
 		return ""
 	}
-	var r *Refusal
+	var r *reason.Error
 	if !errors.As(err, &r) {
-		t.Fatalf("error %v (%T) is not a *Refusal", err, err)
+		t.Fatalf("error %v (%T) is not a *reason.Error", err, err)
 	}
 	return r.Code
 }
@@ -242,102 +244,102 @@ func TestReadRefusesTamperedPlan(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(t testing.TB, m map[string]any)
-		want   string
+		want   reason.Code
 	}{
 		// A map round trip sorts the keys: same content and hash, but not the
 		// bytes nlx writes, so it is refused rather than trusted.
-		{"keys reordered, nothing else", func(testing.TB, map[string]any) {}, CodeInvalidPlan},
+		{"keys reordered, nothing else", func(testing.TB, map[string]any) {}, reason.InvalidPlanFile},
 
-		{"format_version 1 (older)", func(t testing.TB, m map[string]any) { set(t, m, num("1"), "format_version") }, CodeUnknownFormat},
-		{"format_version 3 (newer)", func(t testing.TB, m map[string]any) { set(t, m, num("3"), "format_version") }, CodeUnknownFormat},
-		{"format_version 0", func(t testing.TB, m map[string]any) { set(t, m, num("0"), "format_version") }, CodeUnknownFormat},
-		{"format_version -1", func(t testing.TB, m map[string]any) { set(t, m, num("-1"), "format_version") }, CodeUnknownFormat},
-		{"format_version missing", func(t testing.TB, m map[string]any) { del(t, m, "format_version") }, CodeInvalidPlan},
-		{"format_version null", func(t testing.TB, m map[string]any) { set(t, m, nil, "format_version") }, CodeInvalidPlan},
-		{"format_version a string", func(t testing.TB, m map[string]any) { set(t, m, "1", "format_version") }, CodeInvalidPlan},
-		{"format_version 1.5", func(t testing.TB, m map[string]any) { set(t, m, num("1.5"), "format_version") }, CodeInvalidPlan},
+		{"format_version 1 (older)", func(t testing.TB, m map[string]any) { set(t, m, num("1"), "format_version") }, reason.UnknownPlanFormat},
+		{"format_version 3 (newer)", func(t testing.TB, m map[string]any) { set(t, m, num("3"), "format_version") }, reason.UnknownPlanFormat},
+		{"format_version 0", func(t testing.TB, m map[string]any) { set(t, m, num("0"), "format_version") }, reason.UnknownPlanFormat},
+		{"format_version -1", func(t testing.TB, m map[string]any) { set(t, m, num("-1"), "format_version") }, reason.UnknownPlanFormat},
+		{"format_version missing", func(t testing.TB, m map[string]any) { del(t, m, "format_version") }, reason.InvalidPlanFile},
+		{"format_version null", func(t testing.TB, m map[string]any) { set(t, m, nil, "format_version") }, reason.InvalidPlanFile},
+		{"format_version a string", func(t testing.TB, m map[string]any) { set(t, m, "1", "format_version") }, reason.InvalidPlanFile},
+		{"format_version 1.5", func(t testing.TB, m map[string]any) { set(t, m, num("1.5"), "format_version") }, reason.InvalidPlanFile},
 
-		{"nlx_version", func(t testing.TB, m map[string]any) { set(t, m, "v0.1.1-test", "nlx_version") }, CodePlanHashMismatch},
+		{"nlx_version", func(t testing.TB, m map[string]any) { set(t, m, "v0.1.1-test", "nlx_version") }, reason.PlanHashMismatch},
 		{"state.lineage", func(t testing.TB, m map[string]any) {
 			set(t, m, "00000000-3f7b-4d0e-9a61-2b8f0c9d5e13", "state", "lineage")
-		}, CodePlanHashMismatch},
-		{"state.serial", func(t testing.TB, m map[string]any) { set(t, m, num("8"), "state", "serial") }, CodePlanHashMismatch},
-		{"inputs.config_dir", func(t testing.TB, m map[string]any) { set(t, m, "examples/other", "inputs", "config_dir") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"state.serial", func(t testing.TB, m map[string]any) { set(t, m, num("8"), "state", "serial") }, reason.PlanHashMismatch},
+		{"inputs.config_dir", func(t testing.TB, m map[string]any) { set(t, m, "examples/other", "inputs", "config_dir") }, reason.PlanHashMismatch},
 		{"inputs.config_hash", func(t testing.TB, m map[string]any) {
 			set(t, m, strings.Replace(testConfigHash, "9b0d", "9b0e", 1), "inputs", "config_hash")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a file's sha256", func(t testing.TB, m map[string]any) {
 			set(t, m, strings.Repeat("0", 64), "inputs", "files", 1, "sha256")
-		}, CodePlanHashMismatch},
-		{"a file's size", func(t testing.TB, m map[string]any) { set(t, m, num("2049"), "inputs", "files", 0, "size") }, CodePlanHashMismatch},
-		{"a file's path", func(t testing.TB, m map[string]any) { set(t, m, "Main.cue", "inputs", "files", 0, "path") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"a file's size", func(t testing.TB, m map[string]any) { set(t, m, num("2049"), "inputs", "files", 0, "size") }, reason.PlanHashMismatch},
+		{"a file's path", func(t testing.TB, m map[string]any) { set(t, m, "Main.cue", "inputs", "files", 0, "path") }, reason.PlanHashMismatch},
 		{"a file dropped", func(t testing.TB, m map[string]any) {
 			set(t, m, jsonPath(t, m, "inputs", "files").([]any)[:1], "inputs", "files")
-		}, CodePlanHashMismatch},
-		{"inputs.dirs dropped", func(t testing.TB, m map[string]any) { del(t, m, "inputs", "dirs") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"inputs.dirs dropped", func(t testing.TB, m map[string]any) { del(t, m, "inputs", "dirs") }, reason.PlanHashMismatch},
 
 		{"a change's address", func(t testing.TB, m map[string]any) {
 			set(t, m, "provider.codex2", "changes", create, "address")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a change's name and address together", func(t testing.TB, m map[string]any) {
 			set(t, m, "provider.claude", "changes", create, "address")
 			set(t, m, "claude", "changes", create, "name")
-		}, CodePlanHashMismatch},
-		{"a change's action", func(t testing.TB, m map[string]any) { set(t, m, "replace", "changes", update, "action") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"a change's action", func(t testing.TB, m map[string]any) { set(t, m, "replace", "changes", update, "action") }, reason.PlanHashMismatch},
 		{"a change's after", func(t testing.TB, m map[string]any) {
 			set(t, m, "Ignore previous instructions", "changes", create2, "after", "prompt")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a change's before", func(t testing.TB, m map[string]any) {
 			set(t, m, "subscription", "changes", destroy, "before", "billing")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a diff's before value", func(t testing.TB, m map[string]any) {
 			set(t, m, "red", "changes", update, "diff", 0, "before")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a diff's after value", func(t testing.TB, m map[string]any) {
 			set(t, m, []any{"linux/amd64"}, "changes", replace, "diff", 1, "after")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"forces_replacement dropped", func(t testing.TB, m map[string]any) {
 			del(t, m, "changes", replace, "diff", 0, "forces_replacement")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a diff entry dropped", func(t testing.TB, m map[string]any) {
 			set(t, m, []any{}, "changes", update, "diff")
-		}, CodePlanHashMismatch},
-		{"a risk dropped", func(t testing.TB, m map[string]any) { set(t, m, []any{}, "changes", destroy, "risks") }, CodePlanHashMismatch},
-		{"risks null instead of empty", func(t testing.TB, m map[string]any) { set(t, m, nil, "changes", create, "risks") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"a risk dropped", func(t testing.TB, m map[string]any) { set(t, m, []any{}, "changes", destroy, "risks") }, reason.PlanHashMismatch},
+		{"risks null instead of empty", func(t testing.TB, m map[string]any) { set(t, m, nil, "changes", create, "risks") }, reason.PlanHashMismatch},
 		{"a risk's code", func(t testing.TB, m map[string]any) {
 			set(t, m, "image_migration", "changes", update, "risks", 0, "code")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"a change dropped and the summary fixed", func(t testing.TB, m map[string]any) {
 			set(t, m, jsonPath(t, m, "changes").([]any)[:destroy], "changes")
 			set(t, m, num("1"), "summary", "destroy")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"changes reordered", func(t testing.TB, m map[string]any) {
 			l := jsonPath(t, m, "changes").([]any)
 			l[create], l[create2] = l[create2], l[create]
-		}, CodePlanHashMismatch},
-		{"summary.add", func(t testing.TB, m map[string]any) { set(t, m, num("4"), "summary", "add") }, CodePlanHashMismatch},
-		{"summary.destroy", func(t testing.TB, m map[string]any) { set(t, m, num("0"), "summary", "destroy") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"summary.add", func(t testing.TB, m map[string]any) { set(t, m, num("4"), "summary", "add") }, reason.PlanHashMismatch},
+		{"summary.destroy", func(t testing.TB, m map[string]any) { set(t, m, num("0"), "summary", "destroy") }, reason.PlanHashMismatch},
 		{"plan_hash one digit off", func(t testing.TB, m map[string]any) {
 			h := []byte(m["plan_hash"].(string))
 			h[len(h)-1] ^= 1
 			set(t, m, string(h), "plan_hash")
-		}, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
 		{"plan_hash upper case", func(t testing.TB, m map[string]any) {
 			set(t, m, "sha256:"+strings.ToUpper(strings.TrimPrefix(m["plan_hash"].(string), "sha256:")), "plan_hash")
-		}, CodePlanHashMismatch},
-		{"plan_hash empty", func(t testing.TB, m map[string]any) { set(t, m, "", "plan_hash") }, CodePlanHashMismatch},
-		{"plan_hash missing", func(t testing.TB, m map[string]any) { del(t, m, "plan_hash") }, CodePlanHashMismatch},
-		{"plan_hash of another plan", func(t testing.TB, m map[string]any) { set(t, m, emptyPlan(t).PlanHash, "plan_hash") }, CodePlanHashMismatch},
+		}, reason.PlanHashMismatch},
+		{"plan_hash empty", func(t testing.TB, m map[string]any) { set(t, m, "", "plan_hash") }, reason.PlanHashMismatch},
+		{"plan_hash missing", func(t testing.TB, m map[string]any) { del(t, m, "plan_hash") }, reason.PlanHashMismatch},
+		{"plan_hash of another plan", func(t testing.TB, m map[string]any) { set(t, m, emptyPlan(t).PlanHash, "plan_hash") }, reason.PlanHashMismatch},
 
-		{"unknown top-level field", func(t testing.TB, m map[string]any) { m["approved_by"] = "mallory" }, CodeInvalidPlan},
-		{"unknown field in state", func(t testing.TB, m map[string]any) { set(t, m, true, "state", "forced") }, CodeInvalidPlan},
-		{"unknown field in a change", func(t testing.TB, m map[string]any) { set(t, m, "ok", "changes", update, "note") }, CodeInvalidPlan},
-		{"unknown field in a diff entry", func(t testing.TB, m map[string]any) { set(t, m, "x", "changes", update, "diff", 0, "why") }, CodeInvalidPlan},
-		{"unknown field in a risk", func(t testing.TB, m map[string]any) { set(t, m, true, "changes", update, "risks", 0, "waived") }, CodeInvalidPlan},
-		{"serial a string", func(t testing.TB, m map[string]any) { set(t, m, "7", "state", "serial") }, CodeInvalidPlan},
-		{"serial a fraction", func(t testing.TB, m map[string]any) { set(t, m, num("7.5"), "state", "serial") }, CodeInvalidPlan},
-		{"changes an object", func(t testing.TB, m map[string]any) { set(t, m, map[string]any{}, "changes") }, CodeInvalidPlan},
-		{"summary a list", func(t testing.TB, m map[string]any) { set(t, m, []any{}, "summary") }, CodeInvalidPlan},
+		{"unknown top-level field", func(t testing.TB, m map[string]any) { m["approved_by"] = "mallory" }, reason.InvalidPlanFile},
+		{"unknown field in state", func(t testing.TB, m map[string]any) { set(t, m, true, "state", "forced") }, reason.InvalidPlanFile},
+		{"unknown field in a change", func(t testing.TB, m map[string]any) { set(t, m, "ok", "changes", update, "note") }, reason.InvalidPlanFile},
+		{"unknown field in a diff entry", func(t testing.TB, m map[string]any) { set(t, m, "x", "changes", update, "diff", 0, "why") }, reason.InvalidPlanFile},
+		{"unknown field in a risk", func(t testing.TB, m map[string]any) { set(t, m, true, "changes", update, "risks", 0, "waived") }, reason.InvalidPlanFile},
+		{"serial a string", func(t testing.TB, m map[string]any) { set(t, m, "7", "state", "serial") }, reason.InvalidPlanFile},
+		{"serial a fraction", func(t testing.TB, m map[string]any) { set(t, m, num("7.5"), "state", "serial") }, reason.InvalidPlanFile},
+		{"changes an object", func(t testing.TB, m map[string]any) { set(t, m, map[string]any{}, "changes") }, reason.InvalidPlanFile},
+		{"summary a list", func(t testing.TB, m map[string]any) { set(t, m, []any{}, "summary") }, reason.InvalidPlanFile},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -376,28 +378,28 @@ func TestReadRefusesMalformedFile(t *testing.T) {
 	tests := []struct {
 		name string
 		in   []byte
-		want string
+		want reason.Code
 	}{
 		{"valid", data, ""},
-		{"empty input", nil, CodeInvalidPlan},
-		{"only whitespace", []byte(" \n\t"), CodeInvalidPlan},
-		{"not JSON", []byte("plan: yes\n"), CodeInvalidPlan},
-		{"JSON null", []byte("null"), CodeInvalidPlan},
-		{"JSON array", []byte("[]"), CodeInvalidPlan},
-		{"JSON string", []byte(`"plan"`), CodeInvalidPlan},
-		{"empty object", []byte("{}"), CodeInvalidPlan},
-		{"version only", []byte(`{"format_version":2}`), CodePlanHashMismatch},
-		{"truncated", data[:len(data)/2], CodeInvalidPlan},
-		{"last brace cut", bytes.TrimSuffix(bytes.Clone(data), []byte("}\n")), CodeInvalidPlan},
-		{"trailing object", append(bytes.Clone(data), "{}"...), CodeInvalidPlan},
-		{"trailing brace", append(bytes.TrimSuffix(bytes.Clone(data), []byte("\n")), '}'), CodeInvalidPlan},
-		{"trailing bracket", append(bytes.Clone(data), ']'), CodeInvalidPlan},
-		{"trailing text", append(bytes.Clone(data), "# approved\n"...), CodeInvalidPlan},
-		{"the plan twice", append(bytes.Clone(data), data...), CodeInvalidPlan},
-		{"byte order mark", append([]byte("\ufeff"), data...), CodeInvalidPlan},
-		{"NUL at the end", append(bytes.Clone(data), 0), CodeInvalidPlan},
-		{"unknown version and garbage", []byte(`{"format_version":3,"anything":[1,2,3]}`), CodeUnknownFormat},
-		{"a raw value cut", bytes.Replace(data, []byte(`"after":{"command"`), []byte(`"after":{"command`), 1), CodeInvalidPlan},
+		{"empty input", nil, reason.InvalidPlanFile},
+		{"only whitespace", []byte(" \n\t"), reason.InvalidPlanFile},
+		{"not JSON", []byte("plan: yes\n"), reason.InvalidPlanFile},
+		{"JSON null", []byte("null"), reason.InvalidPlanFile},
+		{"JSON array", []byte("[]"), reason.InvalidPlanFile},
+		{"JSON string", []byte(`"plan"`), reason.InvalidPlanFile},
+		{"empty object", []byte("{}"), reason.InvalidPlanFile},
+		{"version only", []byte(`{"format_version":2}`), reason.PlanHashMismatch},
+		{"truncated", data[:len(data)/2], reason.InvalidPlanFile},
+		{"last brace cut", bytes.TrimSuffix(bytes.Clone(data), []byte("}\n")), reason.InvalidPlanFile},
+		{"trailing object", append(bytes.Clone(data), "{}"...), reason.InvalidPlanFile},
+		{"trailing brace", append(bytes.TrimSuffix(bytes.Clone(data), []byte("\n")), '}'), reason.InvalidPlanFile},
+		{"trailing bracket", append(bytes.Clone(data), ']'), reason.InvalidPlanFile},
+		{"trailing text", append(bytes.Clone(data), "# approved\n"...), reason.InvalidPlanFile},
+		{"the plan twice", append(bytes.Clone(data), data...), reason.InvalidPlanFile},
+		{"byte order mark", append([]byte("\ufeff"), data...), reason.InvalidPlanFile},
+		{"NUL at the end", append(bytes.Clone(data), 0), reason.InvalidPlanFile},
+		{"unknown version and garbage", []byte(`{"format_version":3,"anything":[1,2,3]}`), reason.UnknownPlanFormat},
+		{"a raw value cut", bytes.Replace(data, []byte(`"after":{"command"`), []byte(`"after":{"command`), 1), reason.InvalidPlanFile},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -418,44 +420,44 @@ func TestReadRefusesInconsistentPlan(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func(p *Plan)
-		want   string
+		want   reason.Code
 		msg    string // in the refusal's message
 	}{
 		{"consistent", func(p *Plan) {}, "", ""},
-		{"create with a before", func(p *Plan) { p.Changes[0].Before = raw(`{"kind":"acp"}`) }, CodeInvalidPlan, "before/after do not fit action create"},
-		{"create without an after", func(p *Plan) { p.Changes[0].After = raw(`null`) }, CodeInvalidPlan, "before/after do not fit action create"},
-		{"create with a nil after", func(p *Plan) { p.Changes[0].After = nil }, CodeInvalidPlan, "before/after do not fit action create"},
-		{"delete with an after", func(p *Plan) { p.Changes[4].After = raw(`{}`) }, CodeInvalidPlan, "before/after do not fit action delete"},
-		{"delete without a before", func(p *Plan) { p.Changes[4].Before = raw(`null`) }, CodeInvalidPlan, "before/after do not fit action delete"},
-		{"replace without a before", func(p *Plan) { p.Changes[1].Before = nil }, CodeInvalidPlan, "before/after do not fit action replace"},
-		{"replace without an after", func(p *Plan) { p.Changes[1].After = raw(`null`) }, CodeInvalidPlan, "before/after do not fit action replace"},
-		{"update without a before", func(p *Plan) { p.Changes[2].Before = raw(`null`) }, CodeInvalidPlan, "an update needs before and after"},
-		{"update without an after", func(p *Plan) { p.Changes[2].After = nil }, CodeInvalidPlan, "an update needs before and after"},
-		{"unknown action", func(p *Plan) { p.Changes[2].Action = "upsert" }, CodeInvalidPlan, "unknown action"},
-		{"empty action", func(p *Plan) { p.Changes[2].Action = "" }, CodeInvalidPlan, "unknown action"},
-		{"action in capitals", func(p *Plan) { p.Changes[2].Action = "UPDATE" }, CodeInvalidPlan, "unknown action"},
+		{"create with a before", func(p *Plan) { p.Changes[0].Before = raw(`{"kind":"acp"}`) }, reason.InvalidPlanFile, "before/after do not fit action create"},
+		{"create without an after", func(p *Plan) { p.Changes[0].After = raw(`null`) }, reason.InvalidPlanFile, "before/after do not fit action create"},
+		{"create with a nil after", func(p *Plan) { p.Changes[0].After = nil }, reason.InvalidPlanFile, "before/after do not fit action create"},
+		{"delete with an after", func(p *Plan) { p.Changes[4].After = raw(`{}`) }, reason.InvalidPlanFile, "before/after do not fit action delete"},
+		{"delete without a before", func(p *Plan) { p.Changes[4].Before = raw(`null`) }, reason.InvalidPlanFile, "before/after do not fit action delete"},
+		{"replace without a before", func(p *Plan) { p.Changes[1].Before = nil }, reason.InvalidPlanFile, "before/after do not fit action replace"},
+		{"replace without an after", func(p *Plan) { p.Changes[1].After = raw(`null`) }, reason.InvalidPlanFile, "before/after do not fit action replace"},
+		{"update without a before", func(p *Plan) { p.Changes[2].Before = raw(`null`) }, reason.InvalidPlanFile, "an update needs before and after"},
+		{"update without an after", func(p *Plan) { p.Changes[2].After = nil }, reason.InvalidPlanFile, "an update needs before and after"},
+		{"unknown action", func(p *Plan) { p.Changes[2].Action = "upsert" }, reason.InvalidPlanFile, "unknown action"},
+		{"empty action", func(p *Plan) { p.Changes[2].Action = "" }, reason.InvalidPlanFile, "unknown action"},
+		{"action in capitals", func(p *Plan) { p.Changes[2].Action = "UPDATE" }, reason.InvalidPlanFile, "unknown action"},
 		{"unknown kind", func(p *Plan) {
 			c := &p.Changes[2]
 			c.Kind, c.Address = "widget", "widget.alpha"
-		}, CodeInvalidPlan, "unknown kind"},
+		}, reason.InvalidPlanFile, "unknown kind"},
 		{"kind by its config field name", func(p *Plan) {
 			c := &p.Changes[2]
 			c.Kind, c.Address = "workspaces", "workspaces.alpha"
-		}, CodeInvalidPlan, "unknown kind"},
-		{"address does not match the name", func(p *Plan) { p.Changes[2].Address = "workspace.beta" }, CodeInvalidPlan, "does not match kind"},
-		{"address does not match the kind", func(p *Plan) { p.Changes[2].Address = "job.alpha" }, CodeInvalidPlan, "does not match kind"},
-		{"address without a kind", func(p *Plan) { p.Changes[2].Address = "alpha" }, CodeInvalidPlan, "does not match kind"},
+		}, reason.InvalidPlanFile, "unknown kind"},
+		{"address does not match the name", func(p *Plan) { p.Changes[2].Address = "workspace.beta" }, reason.InvalidPlanFile, "does not match kind"},
+		{"address does not match the kind", func(p *Plan) { p.Changes[2].Address = "job.alpha" }, reason.InvalidPlanFile, "does not match kind"},
+		{"address without a kind", func(p *Plan) { p.Changes[2].Address = "alpha" }, reason.InvalidPlanFile, "does not match kind"},
 		{"duplicate address", func(p *Plan) {
 			dup := p.Changes[0]
 			dup.Action, dup.Before = Update, raw(`{"kind":"acp"}`)
 			p.Changes = append(p.Changes, dup)
 			p.Summary = Summarize(p.Changes)
-		}, CodeInvalidPlan, "changed twice"},
-		{"summary not counting a change", func(p *Plan) { p.Summary.Add-- }, CodeInvalidPlan, "does not count the changes"},
+		}, reason.InvalidPlanFile, "changed twice"},
+		{"summary not counting a change", func(p *Plan) { p.Summary.Add-- }, reason.InvalidPlanFile, "does not count the changes"},
 		{"summary counting a replace as a change", func(p *Plan) {
 			p.Summary = Summary{Add: 2, Change: 2, Destroy: 1}
-		}, CodeInvalidPlan, "does not count the changes"},
-		{"summary of a plan without changes", func(p *Plan) { p.Changes = []Change{} }, CodeInvalidPlan, "does not count the changes"},
+		}, reason.InvalidPlanFile, "does not count the changes"},
+		{"summary of a plan without changes", func(p *Plan) { p.Changes = []Change{} }, reason.InvalidPlanFile, "does not count the changes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -514,8 +516,8 @@ func TestReadRefusesAmbiguousKeys(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Read(strings.NewReader(in))
-			if code := refusalCode(t, err); code != CodeInvalidPlan {
-				t.Errorf("got %v, want %s", err, CodeInvalidPlan)
+			if code := refusalCode(t, err); code != reason.InvalidPlanFile {
+				t.Errorf("got %v, want %s", err, reason.InvalidPlanFile)
 			}
 		})
 	}
@@ -563,15 +565,15 @@ func TestReadSeedCorpus(t *testing.T) {
 	seeds := []struct {
 		file string
 		gen  []byte
-		want string
+		want reason.Code
 	}{
 		{"valid", valid, ""},
 		{"valid-empty-indented", indented.Bytes(), ""},
-		{"empty-object", []byte("{}"), CodeInvalidPlan},
-		{"truncated", valid[:len(valid)*2/3], CodeInvalidPlan},
-		{"wrong-hash", wrongHash, CodePlanHashMismatch},
-		{"unknown-format", bytes.Replace(valid, []byte(`"format_version":2`), []byte(`"format_version":9`), 1), CodeUnknownFormat},
-		{"trailing-data", append(bytes.Clone(valid), `{"format_version":2}`...), CodeInvalidPlan},
+		{"empty-object", []byte("{}"), reason.InvalidPlanFile},
+		{"truncated", valid[:len(valid)*2/3], reason.InvalidPlanFile},
+		{"wrong-hash", wrongHash, reason.PlanHashMismatch},
+		{"unknown-format", bytes.Replace(valid, []byte(`"format_version":2`), []byte(`"format_version":9`), 1), reason.UnknownPlanFormat},
+		{"trailing-data", append(bytes.Clone(valid), `{"format_version":2}`...), reason.InvalidPlanFile},
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
 	for _, s := range seeds {
@@ -604,7 +606,7 @@ func FuzzRead(f *testing.F) {
 		if err != nil {
 			// Reading from memory cannot fail, so every error is a refusal.
 			switch code := refusalCode(t, err); code {
-			case CodeInvalidPlan, CodeUnknownFormat, CodePlanHashMismatch:
+			case reason.InvalidPlanFile, reason.UnknownPlanFormat, reason.PlanHashMismatch:
 			default:
 				t.Fatalf("Read refused with code %q: %v", code, err)
 			}

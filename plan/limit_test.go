@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // TestReadFileRefusesWhatIsNotAPlanFile: nlx show /dev/zero ran out of
@@ -33,15 +35,15 @@ func TestReadFileRefusesWhatIsNotAPlanFile(t *testing.T) {
 	tests := []struct {
 		name string
 		path string
-		code string
+		code reason.Code
 		msg  string
 	}{
 		{"a plan at the limit", write("plan.json", plan), "", ""},
-		{"/dev/zero", "/dev/zero", CodeInvalidPlan, "/dev/zero is not a regular file (a character device)"},
-		{"/dev/urandom", "/dev/urandom", CodeInvalidPlan, "/dev/urandom is not a regular file (a character device)"},
-		{"a FIFO with no writer", fifo, CodeInvalidPlan, "is not a regular file (a FIFO)"},
-		{"a directory", dir, CodeInvalidPlan, "is not a regular file (a directory)"},
-		{"one byte over the limit", write("big.json", append(bytes.Clone(plan), ' ')), CodePlanTooLarge,
+		{"/dev/zero", "/dev/zero", reason.InvalidPlanFile, "/dev/zero is not a regular file (a character device)"},
+		{"/dev/urandom", "/dev/urandom", reason.InvalidPlanFile, "/dev/urandom is not a regular file (a character device)"},
+		{"a FIFO with no writer", fifo, reason.InvalidPlanFile, "is not a regular file (a FIFO)"},
+		{"a directory", dir, reason.InvalidPlanFile, "is not a regular file (a directory)"},
+		{"one byte over the limit", write("big.json", append(bytes.Clone(plan), ' ')), reason.PlanTooLarge,
 			"big.json is larger than " + strconv.FormatInt(limit, 10) + " bytes, the largest plan nlx reads; set NLX_MAX_PLAN_BYTES higher"},
 		{"a symbolic link to a device", func() string {
 			p := filepath.Join(dir, "link")
@@ -49,7 +51,7 @@ func TestReadFileRefusesWhatIsNotAPlanFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}(), CodeInvalidPlan, "not a regular file (a character device)"},
+		}(), reason.InvalidPlanFile, "not a regular file (a character device)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,8 +86,8 @@ func TestReadStopsAtTheLimit(t *testing.T) {
 	}
 	over := &countingReader{r: bytes.NewReader(append(bytes.Clone(plan), make([]byte, 1<<20)...))}
 	_, err := Read(over)
-	if code := refusalCode(t, err); code != CodePlanTooLarge {
-		t.Fatalf("Read of a stream over the limit: code %q (%v), want %q", code, err, CodePlanTooLarge)
+	if code := refusalCode(t, err); code != reason.PlanTooLarge {
+		t.Fatalf("Read of a stream over the limit: code %q (%v), want %q", code, err, reason.PlanTooLarge)
 	}
 	if over.n != int64(len(plan))+1 {
 		t.Errorf("Read took %d bytes of the stream, want the limit plus one (%d)", over.n, len(plan)+1)
@@ -95,8 +97,8 @@ func TestReadStopsAtTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer zero.Close()
-	if _, err := Read(zero); refusalCode(t, err) != CodePlanTooLarge {
-		t.Errorf("Read(/dev/zero): %v, want %s", err, CodePlanTooLarge)
+	if _, err := Read(zero); refusalCode(t, err) != reason.PlanTooLarge {
+		t.Errorf("Read(/dev/zero): %v, want %s", err, reason.PlanTooLarge)
 	}
 }
 

@@ -8,14 +8,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
 
-// CodePlanNotDerivable refuses a plan that is not exactly the plan nlx
+// reason.PlanNotDerivable refuses a plan that is not exactly the plan nlx
 // makes from the config inputs it names and the state at its serial: its
 // changes, risks, refusals or summary were written by hand.
-const CodePlanNotDerivable = "plan_not_derivable"
 
 // Derive makes again the plan p claims to be: from cfg (loaded from p's
 // config inputs, whose bytes the caller proved unchanged) and snap (the
@@ -62,7 +62,7 @@ func RequirePins(p *plan.Plan, cfg *schema.Config) error {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Workspaces)) {
 		w := cfg.Workspaces[name]
 		if _, ok := p.Inputs.Images[w.Image]; w.Image != "" && !ok {
-			return plan.Refusef(CodePlanNotDerivable, "workspace %s uses image %s, which the plan pins no digest for; nothing was applied (plan again)", name, w.Image)
+			return reason.New(reason.PlanNotDerivable, "workspace %s uses image %s, which the plan pins no digest for; nothing was applied (plan again)", name, w.Image)
 		}
 	}
 	return nil
@@ -85,7 +85,7 @@ func CheckDerivable(p *plan.Plan, cfg *schema.Config, snap *Snapshot) error {
 	if d.PlanHash == want {
 		return nil
 	}
-	return plan.Refusef(CodePlanNotDerivable, "the plan is not what nlx plans from its config and the state at serial %d: %s; nothing was applied (plan again, and apply the file nlx writes)",
+	return reason.New(reason.PlanNotDerivable, "the plan is not what nlx plans from its config and the state at serial %d: %s; nothing was applied (plan again, and apply the file nlx writes)",
 		snap.Serial, firstDifference(p, d))
 }
 

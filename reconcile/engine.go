@@ -10,19 +10,14 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/fault"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
 
 // Reason codes of apply refusals. Nothing is written when apply refuses
 // (but for marking effects unknown that an earlier apply left dispatched).
-const (
-	CodeLineageMismatch   = "lineage_mismatch"   // the plan was made against another state
-	CodeStalePlan         = "stale_plan"         // the state's serial moved since the plan
-	CodeConfigChanged     = "config_changed"     // a config input changed since the plan
-	CodeApprovalMissing   = "approval_missing"   // a risky change has no valid approval
-	CodeUnknownUnresolved = "unknown_unresolved" // a change touches an outcome nobody resolved
-)
+const ()
 
 // Effects carries out what applying a change means outside the state, such
 // as making a workspace's directory. Apply journals each effect dispatched
@@ -131,14 +126,14 @@ func (l *Ledger) committed() int {
 func CheckInputs(dir string, p *plan.Plan) error {
 	now, err := schema.Rehash(dir, p.Inputs.Dirs)
 	if err != nil {
-		return plan.Refusef(CodeConfigChanged, "config %s cannot be read as planned: %v", dir, err)
+		return reason.New(reason.ConfigChanged, "config %s cannot be read as planned: %v", dir, err)
 	}
 	if now.Hash == p.Inputs.ConfigHash {
 		return nil
 	}
 	planned := schema.Inputs{Files: p.Inputs.Files}
 	changed := schema.Changed(planned, now)
-	return plan.Refusef(CodeConfigChanged, "config %s changed since the plan (%s); plan again",
+	return reason.New(reason.ConfigChanged, "config %s changed since the plan (%s); plan again",
 		dir, strings.Join(limit(changed, 10), ", "))
 }
 
@@ -214,9 +209,9 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 		// the empty state the plan was made against.
 		snap.Lineage = ""
 	case lineage != p.State.Lineage && p.State.Lineage != "":
-		return ledger, plan.Refusef(CodeLineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", orNew(p.State.Lineage), lineage)
+		return ledger, reason.New(reason.LineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", orNew(p.State.Lineage), lineage)
 	case serial != p.State.Serial:
-		return ledger, plan.Refusef(CodeStalePlan, "the plan was made at state serial %d, but the state is at serial %d; plan again", p.State.Serial, serial)
+		return ledger, reason.New(reason.StalePlan, "the plan was made at state serial %d, but the state is at serial %d; plan again", p.State.Serial, serial)
 	}
 	got := <-cfgDone
 	if got.err != nil {
@@ -226,7 +221,7 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 		// The bytes evaluated are not the bytes planned (they changed
 		// after the re-hash above, or the caller loaded another config).
 		changed := schema.Changed(schema.Inputs{Files: p.Inputs.Files}, got.cfg.Inputs)
-		return ledger, plan.Refusef(CodeConfigChanged, "config changed since the plan (%s); plan again", strings.Join(limit(changed, 10), ", "))
+		return ledger, reason.New(reason.ConfigChanged, "config changed since the plan (%s); plan again", strings.Join(limit(changed, 10), ", "))
 	}
 	if opts.Images != nil {
 		if err := RequirePins(p, got.cfg); err != nil {
@@ -375,7 +370,7 @@ func checkImages(ctx context.Context, images ImageChecker, p *plan.Plan) error {
 		}
 		pin, ok := p.Inputs.Images[w.Image]
 		if !ok || pin.Digest != w.ImageDigest {
-			return plan.Refusef(plan.CodeInvalidPlan, "%s pins image %s %s, which the plan's inputs do not name", c.Address, w.Image, w.ImageDigest)
+			return reason.New(reason.InvalidPlanFile, "%s pins image %s %s, which the plan's inputs do not name", c.Address, w.Image, w.ImageDigest)
 		}
 		if err := images.Available(ctx, w.Image, pin); err != nil {
 			return err
@@ -400,7 +395,7 @@ func checkRefused(p *plan.Plan) error {
 	if code == "" {
 		return nil
 	}
-	return plan.Refusef(code, "the plan holds changes no approval can apply; change the config:\n%s", strings.Join(lines, "\n"))
+	return reason.New(reason.Code(code), "the plan holds changes no approval can apply; change the config:\n%s", strings.Join(lines, "\n"))
 }
 
 // checkUnknowns refuses changes touching an outcome nobody has resolved.
@@ -434,7 +429,7 @@ func checkUnknowns(ctx context.Context, store Store, p *plan.Plan, marked []plan
 	if len(lines) == 0 {
 		return nil
 	}
-	return plan.Refusef(CodeUnknownUnresolved, "changes touch outcomes nobody knows; nlx never replays them:\n%s", strings.Join(lines, "\n"))
+	return reason.New(reason.UnknownUnresolved, "changes touch outcomes nobody knows; nlx never replays them:\n%s", strings.Join(lines, "\n"))
 }
 
 // approvalUse maps a change address to the approvals that clear its risks.
@@ -497,7 +492,7 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 		}
 	}
 	if len(missing) > 0 {
-		return nil, plan.Refusef(CodeApprovalMissing, "%d risk(s) lack a valid approval; nothing was applied:\n%s", len(missing), strings.Join(missing, "\n"))
+		return nil, reason.New(reason.ApprovalMissing, "%d risk(s) lack a valid approval; nothing was applied:\n%s", len(missing), strings.Join(missing, "\n"))
 	}
 	return use, nil
 }

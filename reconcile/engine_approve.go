@@ -7,18 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
 
 // Reason codes of nlx approve and nlx resolve refusals.
-const (
-	CodeApproverNotAdmin = "approver_not_admin"  // the actor may not approve this change
-	CodeTwoPersonRule    = "two_person_rule"     // the plan's author may not approve it
-	CodeNoApprovalNeeded = "approval_not_needed" // the change has no risk an approval clears
-	CodeNotInPlan        = "not_in_plan"         // --change names no change of the plan
-	CodeNothingToResolve = "nothing_to_resolve"  // the address has no unknown outcome
-)
+const ()
 
 // ApproveOptions are the inputs of Approve.
 type ApproveOptions struct {
@@ -40,13 +35,13 @@ func Approve(ctx context.Context, store Store, p *plan.Plan, opts ApproveOptions
 		opts.Expires = 24 * time.Hour
 	}
 	if !schema.ValidName(opts.Actor) {
-		return nil, fmt.Errorf("--actor %q is not an actor name", opts.Actor)
+		return nil, reason.New(reason.InvalidUsage, "--actor %q is not an actor name", opts.Actor)
 	}
 	if strings.TrimSpace(opts.Reason) == "" {
-		return nil, fmt.Errorf("--reason is required: say why this is safe")
+		return nil, reason.New(reason.InvalidUsage, "--reason is required: say why this is safe")
 	}
 	if opts.Expires < 0 {
-		return nil, fmt.Errorf("--expires must be positive")
+		return nil, reason.New(reason.InvalidUsage, "--expires must be positive")
 	}
 	chosen, err := chooseChanges(p, opts.Changes)
 	if err != nil {
@@ -63,9 +58,9 @@ func Approve(ctx context.Context, store Store, p *plan.Plan, opts ApproveOptions
 	}
 	switch {
 	case lineage != p.State.Lineage:
-		return nil, plan.Refusef(CodeLineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", p.State.Lineage, lineage)
+		return nil, reason.New(reason.LineageMismatch, "the plan was made against state lineage %s, but this state is lineage %s", p.State.Lineage, lineage)
 	case serial != p.State.Serial:
-		return nil, plan.Refusef(CodeStalePlan, "the plan was made at state serial %d, but the state is at serial %d; approve a new plan", p.State.Serial, serial)
+		return nil, reason.New(reason.StalePlan, "the plan was made at state serial %d, but the state is at serial %d; approve a new plan", p.State.Serial, serial)
 	}
 	auth, err := store.Authority(ctx)
 	if err != nil {
@@ -75,10 +70,10 @@ func Approve(ctx context.Context, store Store, p *plan.Plan, opts ApproveOptions
 	var out []Approval
 	for _, c := range chosen {
 		if ok, why := auth.MayApprove(opts.Actor, c); !ok {
-			return nil, plan.Refusef(CodeApproverNotAdmin, "%s: %s", c.Address, why)
+			return nil, reason.New(reason.ApproverNotAdmin, "%s: %s", c.Address, why)
 		}
 		if auth.TwoPersonRule && opts.Actor == p.Actor {
-			return nil, plan.Refusef(CodeTwoPersonRule, "%s made this plan and the host's two-person rule is on: someone else must approve it", opts.Actor)
+			return nil, reason.New(reason.TwoPersonRule, "%s made this plan and the host's two-person rule is on: someone else must approve it", opts.Actor)
 		}
 		for _, r := range c.Risks {
 			if plan.NeedsApproval(r.Code) {
@@ -108,7 +103,7 @@ func chooseChanges(p *plan.Plan, addresses []string) ([]*plan.Change, error) {
 			}
 		}
 		if len(chosen) == 0 {
-			return nil, plan.Refusef(CodeNoApprovalNeeded, "no change of this plan needs an approval")
+			return nil, reason.New(reason.ApprovalNotNeeded, "no change of this plan needs an approval")
 		}
 		return chosen, nil
 	}
@@ -116,15 +111,15 @@ func chooseChanges(p *plan.Plan, addresses []string) ([]*plan.Change, error) {
 		c := byAddr[a]
 		switch {
 		case c == nil:
-			return nil, plan.Refusef(CodeNotInPlan, "the plan does not change %s", a)
+			return nil, reason.New(reason.NotInPlan, "the plan does not change %s", a)
 		case len(c.Refused) > 0:
-			return nil, plan.Refusef(c.Refused[0].Code, "%s is refused (%s); no approval can apply it", a, c.Refused[0].Reason)
+			return nil, reason.New(reason.Code(c.Refused[0].Code), "%s is refused (%s); no approval can apply it", a, c.Refused[0].Reason)
 		case !needsApproval(c):
 			hint := ""
 			if len(c.Risks) > 0 {
 				hint = fmt.Sprintf("; its unknown outcome is cleared by nlx resolve %s", a)
 			}
-			return nil, plan.Refusef(CodeNoApprovalNeeded, "%s needs no approval%s", a, hint)
+			return nil, reason.New(reason.ApprovalNotNeeded, "%s needs no approval%s", a, hint)
 		}
 		chosen = append(chosen, c)
 	}
@@ -145,23 +140,23 @@ type Resolver interface {
 	Store
 	// Resolve records the outcome of address's unknown effects under the
 	// lock; it returns how many it resolved and the serial after.
-	Resolve(ctx context.Context, lockID, address, outcome, actor, reason string) (int, int64, error)
+	Resolve(ctx context.Context, lockID, address, outcome, actor, why string) (int, int64, error)
 	// Spec returns the applied spec of address, or nil.
 	Spec(ctx context.Context, address string) (json.RawMessage, error)
 }
 
 // Resolve records an operator's or admin's decision on the unknown outcome
 // of address. It never carries anything out.
-func Resolve(ctx context.Context, store Resolver, address, outcome, actor, reason string) (int, int64, error) {
+func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why string) (int, int64, error) {
 	if !schema.ValidName(actor) {
-		return 0, 0, fmt.Errorf("--actor %q is not an actor name", actor)
+		return 0, 0, reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
 	}
-	if strings.TrimSpace(reason) == "" {
-		return 0, 0, fmt.Errorf("--reason is required: say how you know")
+	if strings.TrimSpace(why) == "" {
+		return 0, 0, reason.New(reason.InvalidUsage, "--reason is required: say how you know")
 	}
 	kind, name, ok := strings.Cut(address, ".")
 	if !ok || schema.Kind(kind).Rank() < 0 {
-		return 0, 0, fmt.Errorf("address %q: want kind.name", address)
+		return 0, 0, reason.New(reason.InvalidUsage, "address %q: want kind.name", address)
 	}
 	lock, err := store.Lock(ctx, "resolve")
 	if err != nil {
@@ -182,7 +177,7 @@ func Resolve(ctx context.Context, store Resolver, address, outcome, actor, reaso
 		}
 	}
 	if u == nil {
-		return 0, 0, plan.Refusef(CodeNothingToResolve, "%s has no unknown outcome to resolve", address)
+		return 0, 0, reason.New(reason.NothingToResolve, "%s has no unknown outcome to resolve", address)
 	}
 	auth, err := store.Authority(ctx)
 	if err != nil {
@@ -194,7 +189,7 @@ func Resolve(ctx context.Context, store Resolver, address, outcome, actor, reaso
 	}
 	c := &plan.Change{Address: address, Kind: schema.Kind(kind), Name: name, Action: u.Action, Before: spec}
 	if ok, why := auth.MayApprove(actor, c); !ok {
-		return 0, 0, plan.Refusef(CodeApproverNotAdmin, "%s: %s", address, why)
+		return 0, 0, reason.New(reason.ApproverNotAdmin, "%s: %s", address, why)
 	}
-	return store.Resolve(ctx, lock.ID, address, outcome, actor, reason)
+	return store.Resolve(ctx, lock.ID, address, outcome, actor, why)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
@@ -40,13 +41,13 @@ func (f *fixture) approve(p *plan.Plan, actor string, changes ...string) error {
 	return err
 }
 
-func refusal(err error) string {
-	var r *plan.Refusal
+func refusal(err error) reason.Code {
+	var r *reason.Error
 	if errors.As(err, &r) {
 		return r.Code
 	}
 	if err != nil {
-		return "error: " + err.Error()
+		return reason.Code("error: " + err.Error())
 	}
 	return ""
 }
@@ -63,7 +64,7 @@ func TestApprovalRules(t *testing.T) {
 	type step struct {
 		actor   string
 		changes []string
-		want    string // refusal code of approve; "" accepts
+		want    reason.Code // refusal code of approve; "" accepts
 	}
 	tests := []struct {
 		name      string
@@ -72,7 +73,7 @@ func TestApprovalRules(t *testing.T) {
 		approve   []step
 		before    func(f *fixture, p *plan.Plan) // between approve and apply
 		now       time.Duration                  // apply this much later
-		apply     string                         // refusal code of apply; "" applies
+		apply     reason.Code                    // refusal code of apply; "" applies
 		msg       string                         // in apply's error
 		used      int                            // approvals the apply uses
 	}{
@@ -81,31 +82,31 @@ func TestApprovalRules(t *testing.T) {
 		{name: "each workspace's admin approves its change", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"bob", []string{"job.bob-inbox-triage"}, ""}, {"alice", []string{"workspace.alice"}, ""}}, used: 2},
 		{name: "nobody approved", edit: riskyEdits, plannedBy: "ci",
-			apply: reconcile.CodeApprovalMissing, msg: "no approval recorded"},
+			apply: reason.ApprovalMissing, msg: "no approval recorded"},
 		{name: "wrong actor: not a member at all", edit: riskyEdits, plannedBy: "ci",
-			approve: []step{{"mallory", nil, reconcile.CodeApproverNotAdmin}},
-			apply:   reconcile.CodeApprovalMissing},
+			approve: []step{{"mallory", nil, reason.ApproverNotAdmin}},
+			apply:   reason.ApprovalMissing},
 		{name: "non-admin: a member of another workspace", edit: riskyEdits, plannedBy: "ci",
-			approve: []step{{"bob", []string{"workspace.alice"}, reconcile.CodeApproverNotAdmin}},
-			apply:   reconcile.CodeApprovalMissing},
+			approve: []step{{"bob", []string{"workspace.alice"}, reason.ApproverNotAdmin}},
+			apply:   reason.ApprovalMissing},
 		{name: "admin only in the proposed state", plannedBy: "ci",
 			edit: func(f *fixture) {
 				f.edit("workspaces.cue", `carol: "member"`, `carol: "admin"`)
 				f.edit("jobs.cue", `"platform/digest"`, `"platform/digest-2"`)
 			},
-			approve: []step{{"carol", []string{"job.nightly-digest"}, reconcile.CodeApproverNotAdmin},
-				{"carol", []string{"workspace.platform"}, reconcile.CodeApproverNotAdmin}},
-			apply: reconcile.CodeApprovalMissing},
+			approve: []step{{"carol", []string{"job.nightly-digest"}, reason.ApproverNotAdmin},
+				{"carol", []string{"workspace.platform"}, reason.ApproverNotAdmin}},
+			apply: reason.ApprovalMissing},
 		{name: "expired", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"alice", nil, ""}}, now: 2 * time.Hour,
-			apply: reconcile.CodeApprovalMissing, msg: "expired"},
+			apply: reason.ApprovalMissing, msg: "expired"},
 		{name: "reused: an approval already used", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"alice", nil, ""}},
 			before: func(f *fixture, p *plan.Plan) {
 				f.sqlExec(`INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES ('sha256:other', 'l', 'ci', 1, 1, 'now', 'completed')`)
 				f.sqlExec(`UPDATE approvals SET consumed_at = 'now', consumed_by = (SELECT max(id) FROM applies) WHERE address = 'workspace.alice'`)
 			},
-			apply: reconcile.CodeApprovalMissing, msg: "was used by apply"},
+			apply: reason.ApprovalMissing, msg: "was used by apply"},
 		{name: "other plan hash", edit: riskyEdits, plannedBy: "ci",
 			before: func(f *fixture, p *plan.Plan) {
 				other := f.planBy("dave") // the same changes, another plan
@@ -113,10 +114,10 @@ func TestApprovalRules(t *testing.T) {
 					f.t.Fatal(err)
 				}
 			},
-			apply: reconcile.CodeApprovalMissing, msg: "no approval recorded"},
+			apply: reason.ApprovalMissing, msg: "no approval recorded"},
 		{name: "other change", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"alice", []string{"job.bob-inbox-triage"}, ""}},
-			apply:   reconcile.CodeApprovalMissing, msg: "workspace.alice permission_widening: no approval recorded"},
+			apply:   reason.ApprovalMissing, msg: "workspace.alice permission_widening: no approval recorded"},
 		{name: "role revoked between approve and apply", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"bob", []string{"job.bob-inbox-triage"}, ""}, {"alice", []string{"workspace.alice"}, ""}},
 			before: func(f *fixture, p *plan.Plan) {
@@ -126,19 +127,19 @@ func TestApprovalRules(t *testing.T) {
 				// state, whatever approvals it has.
 				f.sqlExec(`UPDATE resources SET spec = replace(spec, '"bob":"admin"', '"bob":"member"') WHERE address = 'workspace.bob'`)
 			},
-			apply: reconcile.CodePlanNotDerivable, msg: "leaves out the change to workspace.bob"},
+			apply: reason.PlanNotDerivable, msg: "leaves out the change to workspace.bob"},
 		{name: "two-person rule: the plan's author", edit: riskyEdits, plannedBy: "alice",
-			approve: []step{{"alice", nil, reconcile.CodeTwoPersonRule}},
-			apply:   reconcile.CodeApprovalMissing},
+			approve: []step{{"alice", nil, reason.TwoPersonRule}},
+			apply:   reason.ApprovalMissing},
 		{name: "two-person rule: someone else", edit: riskyEdits, plannedBy: "alice",
-			approve: []step{{"bob", []string{"job.bob-inbox-triage"}, ""}}, apply: reconcile.CodeApprovalMissing,
+			approve: []step{{"bob", []string{"job.bob-inbox-triage"}, ""}}, apply: reason.ApprovalMissing,
 			msg: "workspace.alice permission_widening"},
 		{name: "approving what needs no approval", plannedBy: "ci",
 			edit:    func(f *fixture) { f.edit("jobs.cue", `"30 6 * * 1-5"`, `"0 7 * * 1-5"`) },
-			approve: []step{{"alice", nil, reconcile.CodeNoApprovalNeeded}, {"alice", []string{"job.nightly-digest"}, reconcile.CodeNoApprovalNeeded}}},
+			approve: []step{{"alice", nil, reason.ApprovalNotNeeded}, {"alice", []string{"job.nightly-digest"}, reason.ApprovalNotNeeded}}},
 		{name: "approving a change the plan does not make", edit: riskyEdits, plannedBy: "ci",
-			approve: []step{{"alice", []string{"job.nightly-digest"}, reconcile.CodeNotInPlan}},
-			apply:   reconcile.CodeApprovalMissing},
+			approve: []step{{"alice", []string{"job.nightly-digest"}, reason.NotInPlan}},
+			apply:   reason.ApprovalMissing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,11 +181,11 @@ func TestApproveStalePlan(t *testing.T) {
 	riskyEdits(f)
 	p := f.planBy("ci")
 	other := applied(t)
-	if got := refusal(other.approve(p, "alice")); got != reconcile.CodeLineageMismatch {
+	if got := refusal(other.approve(p, "alice")); got != reason.LineageMismatch {
 		t.Errorf("approve against another state: got %q, want lineage_mismatch", got)
 	}
 	f.sqlExec(`UPDATE lineage SET serial = serial + 1`)
-	if got := refusal(f.approve(p, "alice")); got != reconcile.CodeStalePlan {
+	if got := refusal(f.approve(p, "alice")); got != reason.StalePlan {
 		t.Errorf("approve of a stale plan: got %q, want stale_plan", got)
 	}
 	recorded, _ := f.db.Approvals(context.Background(), p.PlanHash)
@@ -213,7 +214,7 @@ func TestApprovalUsedOnce(t *testing.T) {
 		}
 	}
 	// The plan cannot be applied twice, approvals or not.
-	if got := refusal(func() error { _, err := f.apply(p, reconcile.ApplyOptions{}); return err }()); got != reconcile.CodeStalePlan {
+	if got := refusal(func() error { _, err := f.apply(p, reconcile.ApplyOptions{}); return err }()); got != reason.StalePlan {
 		t.Errorf("second apply: got %q, want stale_plan", got)
 	}
 }

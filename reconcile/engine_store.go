@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 )
 
@@ -52,9 +53,6 @@ func (h *Holder) String() string {
 	return fmt.Sprintf("%s (lock %s, %s, since %s)", h.Operation, h.LockID, h.Process, h.AcquiredAt.UTC().Format(time.RFC3339))
 }
 
-// CodeStateLocked is the reason code of a LockedError.
-const CodeStateLocked = "state_locked"
-
 // LockedError means another run holds the state lock.
 type LockedError struct {
 	Holder Holder
@@ -63,13 +61,20 @@ type LockedError struct {
 	Changing bool
 }
 
-func (e *LockedError) Error() string {
+// As presents the error as state_locked, with the holder in Details.
+func (e *LockedError) As(target any) bool {
+	return reason.Present(target, &reason.Error{Code: reason.StateLocked, Msg: e.message(), Err: e, Details: e.Holder})
+}
+
+func (e *LockedError) Error() string { return string(reason.StateLocked) + ": " + e.message() }
+
+func (e *LockedError) message() string {
 	if e.Changing {
-		return fmt.Sprintf("%s: %s is changing the state; plan again once it has ended (if that run is gone, `nlx state unlock %s` releases it)",
-			CodeStateLocked, e.Holder.String(), e.Holder.LockID)
+		return fmt.Sprintf("%s is changing the state; plan again once it has ended (if that run is gone, `nlx state unlock %s` releases it)",
+			e.Holder.String(), e.Holder.LockID)
 	}
-	return fmt.Sprintf("%s: the state is locked by %s; if that run is gone, `nlx state unlock %s` releases it",
-		CodeStateLocked, e.Holder.String(), e.Holder.LockID)
+	return fmt.Sprintf("the state is locked by %s; if that run is gone, `nlx state unlock %s` releases it",
+		e.Holder.String(), e.Holder.LockID)
 }
 
 // Lock is a held state lock.

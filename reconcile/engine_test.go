@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
@@ -168,7 +169,7 @@ func TestApplyRefusalsWriteNothing(t *testing.T) {
 	tests := []struct {
 		name  string
 		setup func(f *fixture) (*plan.Plan, reconcile.ApplyOptions)
-		code  string
+		code  reason.Code
 	}{
 		{
 			name: "stale plan",
@@ -181,7 +182,7 @@ func TestApplyRefusalsWriteNothing(t *testing.T) {
 				f.edit("jobs.cue", `"0 7 * * 1-5"`, `"30 6 * * 1-5"`) // config as old was planned
 				return old, reconcile.ApplyOptions{}
 			},
-			code: reconcile.CodeStalePlan,
+			code: reason.StalePlan,
 		},
 		{
 			name: "other lineage",
@@ -190,7 +191,7 @@ func TestApplyRefusalsWriteNothing(t *testing.T) {
 				p.State.Lineage = "00000000-0000-4000-8000-000000000000"
 				return p, reconcile.ApplyOptions{}
 			},
-			code: reconcile.CodeLineageMismatch,
+			code: reason.LineageMismatch,
 		},
 		{
 			name: "config changed",
@@ -199,7 +200,7 @@ func TestApplyRefusalsWriteNothing(t *testing.T) {
 				f.edit("workspaces.cue", `cpu: 0.5`, `cpu: 0.75`)
 				return p, reconcile.ApplyOptions{}
 			},
-			code: reconcile.CodeConfigChanged,
+			code: reason.ConfigChanged,
 		},
 		{
 			name: "config file added",
@@ -210,7 +211,7 @@ func TestApplyRefusalsWriteNothing(t *testing.T) {
 				}
 				return p, reconcile.ApplyOptions{}
 			},
-			code: reconcile.CodeConfigChanged,
+			code: reason.ConfigChanged,
 		},
 	}
 	for _, tt := range tests {
@@ -219,7 +220,7 @@ func TestApplyRefusalsWriteNothing(t *testing.T) {
 			p, opts := tt.setup(f)
 			before := f.fingerprint()
 			_, err := f.apply(p, opts)
-			var r *plan.Refusal
+			var r *reason.Error
 			if !errors.As(err, &r) || r.Code != tt.code {
 				t.Fatalf("got %v, want refusal %s", err, tt.code)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
@@ -171,8 +172,8 @@ func TestForgedPlansRefused(t *testing.T) {
 			}
 			before := f.fingerprint()
 			_, err := f.apply(forged, reconcile.ApplyOptions{})
-			if got := refusal(err); got != reconcile.CodePlanNotDerivable {
-				t.Fatalf("apply of the forged plan: %v, want %s", err, reconcile.CodePlanNotDerivable)
+			if got := refusal(err); got != reason.PlanNotDerivable {
+				t.Fatalf("apply of the forged plan: %v, want %s", err, reason.PlanNotDerivable)
 			}
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("refusal %q does not say %q", err, tt.msg)
@@ -217,8 +218,8 @@ func TestRequirePins(t *testing.T) {
 	p := f.plan() // made without resolving images
 	before := f.fingerprint()
 	_, err := f.apply(p, reconcile.ApplyOptions{Images: noImages{}})
-	if got := refusal(err); got != reconcile.CodePlanNotDerivable || !strings.Contains(err.Error(), "pins no digest") {
-		t.Fatalf("apply: %v, want %s naming the missing pin", err, reconcile.CodePlanNotDerivable)
+	if got := refusal(err); got != reason.PlanNotDerivable || !strings.Contains(err.Error(), "pins no digest") {
+		t.Fatalf("apply: %v, want %s naming the missing pin", err, reason.PlanNotDerivable)
 	}
 	if after := f.fingerprint(); after != before {
 		t.Error("the refused apply wrote to the state")
@@ -293,8 +294,8 @@ func TestPlanOfHalfAppliedStateNeverApplies(t *testing.T) {
 	}
 	before := f.fingerprint()
 	_, err := f.apply(mid, reconcile.ApplyOptions{})
-	if got := refusal(err); got != reconcile.CodePlanNotDerivable {
-		t.Fatalf("apply of the mid-apply plan: %v, want %s", err, reconcile.CodePlanNotDerivable)
+	if got := refusal(err); got != reason.PlanNotDerivable {
+		t.Fatalf("apply of the mid-apply plan: %v, want %s", err, reason.PlanNotDerivable)
 	}
 	if after := f.fingerprint(); after != before {
 		t.Error("the refused apply wrote to the state")

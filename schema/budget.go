@@ -18,6 +18,7 @@ import (
 	"cuelang.org/go/cue/token"
 
 	"github.com/nlx-dev/nlx/internal/bytesize"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // Budget bounds what evaluating a config may cost. CUE has no limits of its
@@ -337,7 +338,7 @@ func firstFatal(stderr string) string {
 // most likely asks for too much (locate).
 func tooComplex(dir, cause string, b Budget) *Error {
 	s := locate(dir, cause == causeStack)
-	e := &Error{Pos: s.pos, Code: CodeTooComplex}
+	e := &Error{Pos: s.pos, Code: reason.ConfigTooComplex}
 	switch cause {
 	case causeStack:
 		if s.depth > 0 {

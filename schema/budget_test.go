@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/internal/testgen"
 )
 
@@ -88,8 +89,8 @@ func TestBombsRefused(t *testing.T) {
 				t.Fatalf("got %v (%T), want one config_too_complex error", err, err)
 			}
 			e := errs[0]
-			if e.Code != CodeTooComplex || e.Pos.Filename != file || e.Pos.Line != tt.line || e.Pos.Column != tt.col {
-				t.Errorf("got %s at %s:%d:%d, want %s at %s:%d:%d", e.Code, e.Pos.Filename, e.Pos.Line, e.Pos.Column, CodeTooComplex, file, tt.line, tt.col)
+			if e.Code != reason.ConfigTooComplex || e.Pos.Filename != file || e.Pos.Line != tt.line || e.Pos.Column != tt.col {
+				t.Errorf("got %s at %s:%d:%d, want %s at %s:%d:%d", e.Code, e.Pos.Filename, e.Pos.Line, e.Pos.Column, reason.ConfigTooComplex, file, tt.line, tt.col)
 			}
 			if !strings.Contains(e.Msg, tt.msg) {
 				t.Errorf("message %q does not say %q", e.Msg, tt.msg)
@@ -111,7 +112,7 @@ func TestBudgetCPU(t *testing.T) {
 	writeBomb(t, dir, "comprehension", "x")
 	_, err := LoadBudgeted(context.Background(), dir, Budget{Memory: 1 << 30, CPU: time.Second, Timeout: time.Minute})
 	var errs Errors
-	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Code != CodeTooComplex || !strings.Contains(errs[0].Msg, "CPU budget of 1s (NLX_CONFIG_CPU raises it)") {
+	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Code != reason.ConfigTooComplex || !strings.Contains(errs[0].Msg, "CPU budget of 1s (NLX_CONFIG_CPU raises it)") {
 		t.Fatalf("got %v, want config_too_complex naming the CPU budget", err)
 	}
 }
@@ -234,12 +235,12 @@ func TestEscapingSymlinkRefused(t *testing.T) {
 	tests := []struct {
 		name   string
 		target func(dir string) string
-		code   string
+		code   reason.Code
 	}{
-		{"absolute, outside", func(string) string { return outside }, CodeEscapingSymlink},
-		{"relative, outside", func(dir string) string { r, _ := filepath.Rel(dir, outside); return r }, CodeEscapingSymlink},
-		{"out and back in", func(dir string) string { return filepath.Join("..", filepath.Base(dir), "jobs.cue") }, CodeEscapingSymlink},
-		{"absolute, inside", func(dir string) string { return filepath.Join(dir, "inner", "x.txt") }, CodeEscapingSymlink},
+		{"absolute, outside", func(string) string { return outside }, reason.EscapingSymlink},
+		{"relative, outside", func(dir string) string { r, _ := filepath.Rel(dir, outside); return r }, reason.EscapingSymlink},
+		{"out and back in", func(dir string) string { return filepath.Join("..", filepath.Base(dir), "jobs.cue") }, reason.EscapingSymlink},
+		{"absolute, inside", func(dir string) string { return filepath.Join(dir, "inner", "x.txt") }, reason.EscapingSymlink},
 		{"relative, inside", func(string) string { return "inner/x.txt" }, ""},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"cuelang.org/go/cue"
 
 	version "github.com/hashicorp/go-version"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/robfig/cron/v3"
 )
 
@@ -34,7 +35,7 @@ var reSecretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|api_?key|pr
 func (l *loader) checkEnv(env map[string]string, field, name string) {
 	for _, k := range sortedKeys(env) {
 		if reSecretName.MatchString(k) && !reSecretRef.MatchString(env[k]) {
-			l.addAt(at(field, name, "env", k), CodeRawSecret,
+			l.addAt(at(field, name, "env", k), reason.RawSecretValue,
 				"%s looks like a credential; give a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown", k)
 		}
 	}
@@ -61,7 +62,7 @@ func (l *loader) check(cfg *Config) {
 	for _, name := range sortedKeys(cfg.Providers) {
 		p := cfg.Providers[name]
 		if _, err := version.NewConstraint(p.Version); err != nil {
-			l.addAt(at("providers", name, "version"), CodeInvalidValue, "version constraint %q: %v", p.Version, err)
+			l.addAt(at("providers", name, "version"), reason.InvalidValue, "version constraint %q: %v", p.Version, err)
 		}
 	}
 	for _, name := range sortedKeys(cfg.Providers) {
@@ -72,12 +73,12 @@ func (l *loader) check(cfg *Config) {
 		for i, layer := range cfg.Images[name].Layers {
 			for j, s := range layer.Skills {
 				if cfg.Skills[s] == nil {
-					l.addAt(at("images", name, "layers", i, "skills", j), CodeDanglingReference, "no skill %q", s)
+					l.addAt(at("images", name, "layers", i, "skills", j), reason.DanglingReference, "no skill %q", s)
 				}
 			}
 			if layer.Files != "" {
 				if err := checkRelative(layer.Files); err != nil {
-					l.addAt(at("images", name, "layers", i, "files"), CodeInvalidValue, "%v", err)
+					l.addAt(at("images", name, "layers", i, "files"), reason.InvalidValue, "%v", err)
 				}
 			}
 		}
@@ -88,16 +89,16 @@ func (l *loader) check(cfg *Config) {
 	for _, name := range sortedKeys(cfg.Connections) {
 		c := cfg.Connections[name]
 		if cfg.Workspaces[c.Workspace] == nil {
-			l.addAt(at("connections", name, "workspace"), CodeDanglingReference, "no workspace %q", c.Workspace)
+			l.addAt(at("connections", name, "workspace"), reason.DanglingReference, "no workspace %q", c.Workspace)
 		}
 		if cfg.Providers[c.Provider] == nil {
-			l.addAt(at("connections", name, "provider"), CodeDanglingReference, "no provider %q", c.Provider)
+			l.addAt(at("connections", name, "provider"), reason.DanglingReference, "no provider %q", c.Provider)
 		}
 	}
 	for _, name := range sortedKeys(cfg.Skills) {
 		s := cfg.Skills[name]
 		if _, err := version.NewSemver(s.Version); err != nil {
-			l.addAt(at("skills", name, "version"), CodeInvalidValue, "version %q is not a semantic version: %v", s.Version, err)
+			l.addAt(at("skills", name, "version"), reason.InvalidValue, "version %q is not a semantic version: %v", s.Version, err)
 		}
 	}
 	for _, name := range sortedKeys(cfg.Jobs) {
@@ -106,7 +107,7 @@ func (l *loader) check(cfg *Config) {
 	for _, name := range sortedKeys(cfg.Preservations) {
 		p := cfg.Preservations[name]
 		if cfg.Workspaces[p.Workspace] == nil {
-			l.addAt(at("preservations", name, "workspace"), CodeDanglingReference, "no workspace %q", p.Workspace)
+			l.addAt(at("preservations", name, "workspace"), reason.DanglingReference, "no workspace %q", p.Workspace)
 		}
 	}
 }
@@ -114,12 +115,12 @@ func (l *loader) check(cfg *Config) {
 func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {
 	switch {
 	case w.Kind == "personal" && w.Owner == "":
-		l.addAt(at("workspaces", name, "kind"), CodeOwnerRequired, "a personal workspace needs an owner")
+		l.addAt(at("workspaces", name, "kind"), reason.PersonalOwner, "a personal workspace needs an owner")
 	case w.Kind == "team" && w.Owner != "":
-		l.addAt(at("workspaces", name, "owner"), CodeOwnerRequired, "only a personal workspace has an owner; a team workspace belongs to its team")
+		l.addAt(at("workspaces", name, "owner"), reason.PersonalOwner, "only a personal workspace has an owner; a team workspace belongs to its team")
 	}
 	if w.Image != "" && cfg.Images[w.Image] == nil {
-		l.addAt(at("workspaces", name, "image"), CodeDanglingReference, "no image %q", w.Image)
+		l.addAt(at("workspaces", name, "image"), reason.DanglingReference, "no image %q", w.Image)
 	}
 	for i, s := range w.Skills {
 		l.checkSkillUse(cfg, w, s, at("workspaces", name, "skills", i))
@@ -132,39 +133,39 @@ func (l *loader) checkSkillUse(cfg *Config, w *Workspace, s string, sel []cue.Se
 	sk := cfg.Skills[s]
 	switch {
 	case sk == nil:
-		l.addAt(sel, CodeDanglingReference, "no skill %q", s)
+		l.addAt(sel, reason.DanglingReference, "no skill %q", s)
 	case sk.Scope == "team" && sk.Owner != w.Team:
-		l.addAt(sel, CodeSkillScope, "team skill %q belongs to team %q, not to this workspace's team %q", s, sk.Owner, w.Team)
+		l.addAt(sel, reason.SkillScopeMismatch, "team skill %q belongs to team %q, not to this workspace's team %q", s, sk.Owner, w.Team)
 	case sk.Scope == "personal" && w.Kind != "personal":
-		l.addAt(sel, CodeSkillScope, "personal skill %q cannot be used in team workspace", s)
+		l.addAt(sel, reason.SkillScopeMismatch, "personal skill %q cannot be used in team workspace", s)
 	case sk.Scope == "personal" && sk.Owner != w.Owner:
-		l.addAt(sel, CodeSkillScope, "personal skill %q belongs to %q, not to this workspace's owner %q", s, sk.Owner, w.Owner)
+		l.addAt(sel, reason.SkillScopeMismatch, "personal skill %q belongs to %q, not to this workspace's owner %q", s, sk.Owner, w.Owner)
 	}
 }
 
 func (l *loader) checkJob(cfg *Config, name string, j *Job) {
 	w := cfg.Workspaces[j.Workspace]
 	if w == nil {
-		l.addAt(at("jobs", name, "workspace"), CodeDanglingReference, "no workspace %q", j.Workspace)
+		l.addAt(at("jobs", name, "workspace"), reason.DanglingReference, "no workspace %q", j.Workspace)
 	}
 	c := cfg.Connections[j.Connection]
 	switch {
 	case c == nil:
-		l.addAt(at("jobs", name, "connection"), CodeDanglingReference, "no connection %q", j.Connection)
+		l.addAt(at("jobs", name, "connection"), reason.DanglingReference, "no connection %q", j.Connection)
 	case w == nil:
 	case c.Workspace != j.Workspace:
-		l.addAt(at("jobs", name, "connection"), CodeWrongWorkspace,
+		l.addAt(at("jobs", name, "connection"), reason.ConnectionWorkspace,
 			"connection %q belongs to workspace %q, not to the job's workspace %q", j.Connection, c.Workspace, j.Workspace)
 	case c.Scope == "personal" && w.Kind == "team":
-		l.addAt(at("jobs", name, "connection"), CodePersonalOnTeam,
+		l.addAt(at("jobs", name, "connection"), reason.PersonalOnTeam,
 			"personal connection %q (owner %s) cannot run jobs of team workspace %q", j.Connection, c.Owner, j.Workspace)
 	default:
 		if j.Provider != "" && j.Provider != c.Provider {
-			l.addAt(at("jobs", name, "provider"), CodeJobPin,
+			l.addAt(at("jobs", name, "provider"), reason.JobPinMismatch,
 				"the job pins provider %q but its connection %q uses %q", j.Provider, j.Connection, c.Provider)
 		}
 		if j.Billing != "" && j.Billing != c.Billing {
-			l.addAt(at("jobs", name, "billing"), CodeJobPin,
+			l.addAt(at("jobs", name, "billing"), reason.JobPinMismatch,
 				"the job pins billing %q but its connection %q bills %q", j.Billing, j.Connection, c.Billing)
 		}
 	}
@@ -172,40 +173,40 @@ func (l *loader) checkJob(cfg *Config, name string, j *Job) {
 		fc := cfg.Connections[f]
 		switch {
 		case fc == nil:
-			l.addAt(at("jobs", name, "fallbackConnection"), CodeDanglingReference, "no connection %q", f)
+			l.addAt(at("jobs", name, "fallbackConnection"), reason.DanglingReference, "no connection %q", f)
 		case fc.Workspace != j.Workspace:
-			l.addAt(at("jobs", name, "fallbackConnection"), CodeWrongWorkspace,
+			l.addAt(at("jobs", name, "fallbackConnection"), reason.ConnectionWorkspace,
 				"connection %q belongs to workspace %q, not to the job's workspace %q", f, fc.Workspace, j.Workspace)
 		case fc.Scope == "personal" && w.Kind == "team":
-			l.addAt(at("jobs", name, "fallbackConnection"), CodePersonalOnTeam,
+			l.addAt(at("jobs", name, "fallbackConnection"), reason.PersonalOnTeam,
 				"personal connection %q (owner %s) cannot run jobs of team workspace %q", f, fc.Owner, j.Workspace)
 		case f == j.Connection:
-			l.addAt(at("jobs", name, "fallbackConnection"), CodeInvalidValue, "the fallback connection is the job's own connection")
+			l.addAt(at("jobs", name, "fallbackConnection"), reason.InvalidValue, "the fallback connection is the job's own connection")
 		}
 	}
 	if j.Skill != "" && w != nil {
 		l.checkSkillUse(cfg, w, j.Skill, at("jobs", name, "skill"))
 	}
 	if j.Policy != "" && w != nil && PolicyWider(j.Policy, w.Policy) {
-		l.addAt(at("jobs", name, "policy"), CodePolicyWidening,
+		l.addAt(at("jobs", name, "policy"), reason.JobPolicyWider,
 			"job policy %s is wider than workspace %q's policy %s", j.Policy, j.Workspace, w.Policy)
 	}
 	s := j.Schedule
 	switch {
 	case s.Cron != "":
 		if err := l.memo("cron", s.Cron, func() error { _, err := cronParser.Parse(s.Cron); return err }); err != nil {
-			l.addAt(at("jobs", name, "schedule", "cron"), CodeInvalidValue, "cron %q: %v", s.Cron, err)
+			l.addAt(at("jobs", name, "schedule", "cron"), reason.InvalidValue, "cron %q: %v", s.Cron, err)
 		}
 		if err := l.memo("tz", s.Timezone, func() error { _, err := time.LoadLocation(s.Timezone); return err }); err != nil || s.Timezone == "" || s.Timezone == "Local" {
-			l.addAt(at("jobs", name, "schedule", "timezone"), CodeInvalidValue, "unknown time zone %q (use an IANA name such as Europe/Berlin or UTC)", s.Timezone)
+			l.addAt(at("jobs", name, "schedule", "timezone"), reason.InvalidValue, "unknown time zone %q (use an IANA name such as Europe/Berlin or UTC)", s.Timezone)
 		}
 	case s.Every != "":
 		if d, err := time.ParseDuration(s.Every); err != nil || d < time.Minute {
-			l.addAt(at("jobs", name, "schedule", "every"), CodeInvalidValue, "interval %q must be a duration of at least 1m", s.Every)
+			l.addAt(at("jobs", name, "schedule", "every"), reason.InvalidValue, "interval %q must be a duration of at least 1m", s.Every)
 		}
 	case s.At != "":
 		if _, err := time.Parse(time.RFC3339, s.At); err != nil {
-			l.addAt(at("jobs", name, "schedule", "at"), CodeInvalidValue, "time %q must be RFC 3339, such as 2026-12-01T09:00:00Z", s.At)
+			l.addAt(at("jobs", name, "schedule", "at"), reason.InvalidValue, "time %q must be RFC 3339, such as 2026-12-01T09:00:00Z", s.At)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"cuelang.org/go/cue/token"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // The load child (budget.go) hands its result to the parent in this binary
@@ -456,7 +457,7 @@ func encodeError(e *encoder, x *Error) {
 	e.int(int64(x.Pos.Line))
 	e.int(int64(x.Pos.Column))
 	e.str(x.Path)
-	e.str(x.Code)
+	e.str(string(x.Code))
 	e.str(x.Msg)
 	encStrings(e, x.labels)
 }
@@ -464,7 +465,7 @@ func encodeError(e *encoder, x *Error) {
 func decodeError(d *decoder) *Error {
 	x := &Error{}
 	x.Pos = token.Position{Filename: d.str(), Offset: int(d.int()), Line: int(d.int()), Column: int(d.int())}
-	x.Path, x.Code, x.Msg = d.str(), d.str(), d.str()
+	x.Path, x.Code, x.Msg = d.str(), reason.Code(d.str()), d.str()
 	x.labels = decStrings(d)
 	return x
 }

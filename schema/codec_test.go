@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"cuelang.org/go/cue/token"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // fill sets every field reachable from v to a value of its own (n counts
@@ -77,9 +78,9 @@ func TestResultRoundTrip(t *testing.T) {
 	fill(t, reflect.ValueOf(empty).Elem(), &n, true)
 	nilMaps := &Config{Providers: map[string]*Provider{"p": nil}}
 	errs := Errors{
-		{Pos: token.Position{Filename: "a.cue", Offset: 7, Line: 2, Column: 3}, Path: "jobs.x", Code: CodeSchema, Msg: "m", labels: []string{"jobs", "x"}},
-		{Code: CodeNoConfig, Msg: "no .cue files in d"},
-		{Pos: token.Position{Filename: "b.cue"}, Code: CodeIO, Msg: "", labels: []string{}},
+		{Pos: token.Position{Filename: "a.cue", Offset: 7, Line: 2, Column: 3}, Path: "jobs.x", Code: reason.SchemaViolation, Msg: "m", labels: []string{"jobs", "x"}},
+		{Code: reason.NoConfig, Msg: "no .cue files in d"},
+		{Pos: token.Position{Filename: "b.cue"}, Code: reason.ConfigIO, Msg: "", labels: []string{}},
 	}
 	tests := []struct {
 		name string

@@ -7,35 +7,18 @@ import (
 	"strings"
 
 	"cuelang.org/go/cue/token"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // Error codes of configuration errors. They are stable: tests, scripts and the
 // JSON output rely on them.
-const (
-	CodeSyntax            = "cue_syntax"           // the CUE does not parse
-	CodeSchema            = "schema_violation"     // a value breaks a rule of #Config
-	CodeInvalidName       = "invalid_name"         // a resource name breaks ^[a-z][a-z0-9-]{0,62}$
-	CodeRawSecret         = "raw_secret_value"     // a secret field holds a value, not a reference
-	CodeDanglingReference = "dangling_reference"   // a reference names no resource
-	CodeWrongWorkspace    = "connection_workspace" // a job's connection belongs to another workspace
-	CodePersonalOnTeam    = "personal_connection_on_team_workspace"
-	CodeSkillScope        = "skill_scope_mismatch"
-	CodeOwnerRequired     = "personal_workspace_owner"
-	CodeInvalidValue      = "invalid_value" // a value CUE cannot judge: a version, a cron line, a time zone
-	CodePolicyWidening    = "job_policy_wider_than_workspace"
-	CodeSkillPackage      = "skill_package"      // SKILL.md missing or not in the Agent Skills format
-	CodeNoConfig          = "no_config"          // the directory holds no .cue file
-	CodeJobPin            = "job_pin_mismatch"   // a job's provider or billing pin contradicts its connection
-	CodeIO                = "io"                 // a file could not be read
-	CodeTooComplex        = "config_too_complex" // evaluating the config exceeds its budget (memory, CPU, time or stack)
-	CodeEscapingSymlink   = "escaping_symlink"   // a .cue file is a symbolic link leading out of the config directory
-)
+const ()
 
 // Error is one configuration error, positioned at the offending field.
 type Error struct {
 	Pos  token.Position // Filename is empty when no position is known
 	Path string         // CUE path of the offending field, if any
-	Code string
+	Code reason.Code
 	Msg  string
 
 	labels []string // the CUE path, unquoted
@@ -64,6 +47,13 @@ func (es Errors) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
+}
+
+// As presents the list as one reason error, invalid_config, whose cause is
+// the list: errors.As finds its code like any other.
+func (es Errors) As(target any) bool {
+	return reason.Present(target, &reason.Error{Code: reason.InvalidConfig,
+		Msg: fmt.Sprintf("%d error(s) in the configuration", len(es)), Err: es})
 }
 
 func (es Errors) sort() {

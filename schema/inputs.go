@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"cuelang.org/go/cue/token"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 // InputFile is one file a config was made from.
@@ -185,12 +186,12 @@ func inputError(file string, err error) *Error {
 	pos := token.Position{Filename: file, Line: 1, Column: 1}
 	switch err {
 	case errEscapes:
-		return &Error{Pos: pos, Code: CodeEscapingSymlink,
+		return &Error{Pos: pos, Code: reason.EscapingSymlink,
 			Msg: filepath.Base(file) + " is a symbolic link leading out of the config directory; nlx reads only files inside it"}
 	case errNotRegular:
-		return &Error{Pos: pos, Code: CodeIO, Msg: filepath.Base(file) + " is " + errNotRegular.Error()}
+		return &Error{Pos: pos, Code: reason.ConfigIO, Msg: filepath.Base(file) + " is " + errNotRegular.Error()}
 	}
-	return &Error{Pos: token.Position{Filename: file}, Code: CodeIO, Msg: err.Error()}
+	return &Error{Pos: token.Position{Filename: file}, Code: reason.ConfigIO, Msg: err.Error()}
 }
 
 // Changed lists the paths that differ between two input sets.

@@ -22,6 +22,7 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
+	"github.com/nlx-dev/nlx/internal/reason"
 )
 
 //go:embed schema.cue
@@ -63,7 +64,7 @@ func LoadWith(ctx context.Context, dir string, opts Options) (*Config, error) {
 	// Every file is read through root: nothing outside dir is.
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, Errors{{Code: CodeIO, Msg: fmt.Sprintf("read config directory: %v", err)}}
+		return nil, Errors{{Code: reason.ConfigIO, Msg: fmt.Sprintf("read config directory: %v", err)}}
 	}
 	defer root.Close()
 	files, inputs, err := readPackage(dir, root)
@@ -109,12 +110,12 @@ func (l *loader) result() error {
 	return l.errs.dedupe().mergeDisjunctions()
 }
 
-func (l *loader) add(pos token.Position, path, code, format string, args ...any) {
+func (l *loader) add(pos token.Position, path string, code reason.Code, format string, args ...any) {
 	l.errs = append(l.errs, &Error{Pos: pos, Path: path, Code: code, Msg: fmt.Sprintf(format, args...)})
 }
 
 // addAt reports an error at a field of the unified config.
-func (l *loader) addAt(sels []cue.Selector, code, format string, args ...any) {
+func (l *loader) addAt(sels []cue.Selector, code reason.Code, format string, args ...any) {
 	l.add(l.pos(sels), display(sels), code, format, args...)
 }
 
@@ -192,7 +193,7 @@ func cueFile(e os.DirEntry) bool {
 func readPackage(dir string, root *os.Root) ([]parsedFile, Inputs, error) {
 	entries, err := readRootDir(root)
 	if err != nil {
-		return nil, Inputs{}, Errors{{Code: CodeIO, Msg: fmt.Sprintf("read config directory: %v", err)}}
+		return nil, Inputs{}, Errors{{Code: reason.ConfigIO, Msg: fmt.Sprintf("read config directory: %v", err)}}
 	}
 	var files []parsedFile
 	for _, e := range entries {
@@ -201,7 +202,7 @@ func readPackage(dir string, root *os.Root) ([]parsedFile, Inputs, error) {
 		}
 	}
 	if len(files) == 0 {
-		return nil, Inputs{}, Errors{{Code: CodeNoConfig, Msg: fmt.Sprintf("no .cue files in %s", dir)}}
+		return nil, Inputs{}, Errors{{Code: reason.NoConfig, Msg: fmt.Sprintf("no .cue files in %s", dir)}}
 	}
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -241,20 +242,20 @@ func readPackage(dir string, root *os.Root) ([]parsedFile, Inputs, error) {
 			if f.src == nil {
 				errs = append(errs, inputError(f.name, f.err))
 			} else {
-				errs = append(errs, cueErrors(f.err, CodeSyntax)...)
+				errs = append(errs, cueErrors(f.err, reason.CUESyntax)...)
 			}
 			continue
 		}
 		name := f.file.PackageName()
 		switch {
 		case name == "":
-			errs = append(errs, &Error{Pos: token.Position{Filename: f.name, Line: 1, Column: 1}, Code: CodeSyntax,
+			errs = append(errs, &Error{Pos: token.Position{Filename: f.name, Line: 1, Column: 1}, Code: reason.CUESyntax,
 				Msg: "file has no package clause; every .cue file of a config belongs to one package"})
 			continue
 		case pkg == "":
 			pkg, pkgPos = name, packagePos(f.file)
 		case name != pkg:
-			errs = append(errs, &Error{Pos: packagePos(f.file), Code: CodeSyntax,
+			errs = append(errs, &Error{Pos: packagePos(f.file), Code: reason.CUESyntax,
 				Msg: fmt.Sprintf("package %s differs from package %s at %s", name, pkg, pkgPos)})
 			continue
 		}
@@ -287,7 +288,7 @@ func (l *loader) evaluate(files []parsedFile) *Config {
 	for _, f := range files {
 		defaults = defaults || f.defaults
 		if err := inst.AddSyntax(f.file); err != nil {
-			l.errs = append(l.errs, cueErrors(err, CodeSyntax)...)
+			l.errs = append(l.errs, cueErrors(err, reason.CUESyntax)...)
 		}
 	}
 	if len(l.errs) > 0 {
@@ -295,7 +296,7 @@ func (l *loader) evaluate(files []parsedFile) *Config {
 	}
 	v := cctx.BuildInstance(inst)
 	if err := v.Err(); err != nil {
-		l.errs = append(l.errs, cueErrors(err, CodeSchema)...)
+		l.errs = append(l.errs, cueErrors(err, reason.SchemaViolation)...)
 		return nil
 	}
 	l.value, l.user = v, v
@@ -326,7 +327,7 @@ func (l *loader) unify(cctx *cue.Context, v cue.Value) *Config {
 	schemaVal := cctx.CompileBytes(schemaSource, cue.Filename(SchemaFilename))
 	if err := schemaVal.Err(); err != nil {
 		// TestSchemaCompiles guards this; it is a build defect, not user error.
-		l.add(token.Position{}, "", CodeSchema, "embedded schema: %v", err)
+		l.add(token.Position{}, "", reason.SchemaViolation, "embedded schema: %v", err)
 		return nil
 	}
 	def := schemaVal.LookupPath(cue.MakePath(cue.Def("Config")))
@@ -343,7 +344,7 @@ func (l *loader) unify(cctx *cue.Context, v cue.Value) *Config {
 	}
 	cfg, err := decodeJSON(data)
 	if err != nil {
-		l.add(token.Position{}, "", CodeSchema, "decode config: %v", err)
+		l.add(token.Position{}, "", reason.SchemaViolation, "decode config: %v", err)
 		return nil
 	}
 	if len(l.errs) > 0 {
@@ -386,7 +387,7 @@ func (l *loader) checkNames(v cue.Value) {
 				if src := it.Value().Source(); src != nil {
 					pos = src.Pos().Position()
 				}
-				l.add(pos, k.Field+"."+name, CodeInvalidName,
+				l.add(pos, k.Field+"."+name, reason.InvalidName,
 					"invalid %s name %q: names match ^[a-z][a-z0-9-]{0,62}$", k.Kind, name)
 			}
 		}
@@ -398,11 +399,11 @@ func (l *loader) checkNames(v cue.Value) {
 func (l *loader) addCUE(err error) {
 	bad := make(map[string]bool)
 	for _, e := range l.errs {
-		if e.Code == CodeInvalidName {
+		if e.Code == reason.InvalidName {
 			bad[e.Path] = true
 		}
 	}
-	for _, e := range cueErrors(err, CodeSchema) {
+	for _, e := range cueErrors(err, reason.SchemaViolation) {
 		if prefixed(bad, e.Path) {
 			continue
 		}
@@ -413,7 +414,7 @@ func (l *loader) addCUE(err error) {
 			e.Pos = pos
 		}
 		if isSecretPath(e.Path) {
-			e.Code = CodeRawSecret
+			e.Code = reason.RawSecretValue
 			e.Msg = "secret must be a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown"
 		}
 		l.errs = append(l.errs, e)
@@ -454,7 +455,7 @@ func isSecretPath(path string) bool {
 
 // cueErrors flattens a CUE error into Errors, positioned in the user's files
 // where CUE knows a user position, else in the schema.
-func cueErrors(err error, code string) Errors {
+func cueErrors(err error, code reason.Code) Errors {
 	var out Errors
 	for _, e := range cueerrors.Errors(err) {
 		pos := userPos(e)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/internal/testgen"
 )
 
@@ -121,7 +122,7 @@ func TestBadConfigs(t *testing.T) {
 	tests := []struct {
 		name  string
 		edits []edit
-		code  string
+		code  reason.Code
 		msg   string // substring of the message
 		at    string // "file:marker": the error is where marker starts in file
 		path  string // the error's path, if checked
@@ -129,60 +130,60 @@ func TestBadConfigs(t *testing.T) {
 		{
 			name:  "wrong enum",
 			edits: []edit{{"connections.cue", `billing:        "api"`, `billing:        "monthly"`}},
-			code:  CodeSchema, msg: `"monthly"`, at: `connections.cue:"monthly"`,
+			code:  reason.SchemaViolation, msg: `"monthly"`, at: `connections.cue:"monthly"`,
 			path: "connections.ana-codex.billing",
 		},
 		{
 			name:  "missing billing",
 			edits: []edit{{"connections.cue", "\tbilling:        \"subscription\"\n", ""}},
-			code:  CodeSchema, msg: "required but not present", at: `connections.cue:{`,
+			code:  reason.SchemaViolation, msg: "required but not present", at: `connections.cue:{`,
 			path: "connections.core-codex.billing",
 		},
 		{
 			name:  "missing chat reset policy",
 			edits: []edit{{"workspaces.cue", "\tchatReset: \"manual\"\n", ""}},
-			code:  CodeSchema, msg: "required but not present", at: `workspaces.cue:{`,
+			code:  reason.SchemaViolation, msg: "required but not present", at: `workspaces.cue:{`,
 			path: "workspaces.core.chatReset",
 		},
 		{
 			name:  "missing job connection",
 			edits: []edit{{"jobs.cue", "\tconnection: \"ana-codex\"\n", ""}},
-			code:  CodeSchema, msg: "required but not present", at: "jobs.cue:{\n\tworkspace:  \"ana\"",
+			code:  reason.SchemaViolation, msg: "required but not present", at: "jobs.cue:{\n\tworkspace:  \"ana\"",
 			path: "jobs.ana-hourly.connection",
 		},
 		{
 			name:  "bad name",
 			edits: []edit{{"jobs.cue", `jobs: digest: {`, `jobs: Digest_Job: {`}},
-			code:  CodeInvalidName, msg: `invalid job name "Digest_Job"`, at: `jobs.cue:Digest_Job`,
+			code:  reason.InvalidName, msg: `invalid job name "Digest_Job"`, at: `jobs.cue:Digest_Job`,
 		},
 		{
 			name: "unknown field",
 			edits: []edit{{"workspaces.cue", `	team:      "core"`, `	team:      "core"
 	colour:    "red"`}},
-			code: CodeSchema, msg: "field not allowed", at: `workspaces.cue:"red"`, path: "workspaces.core.colour",
+			code: reason.SchemaViolation, msg: "field not allowed", at: `workspaces.cue:"red"`, path: "workspaces.core.colour",
 		},
 		{
 			name:  "unknown top-level field",
 			edits: []edit{{"jobs.cue", "", "widgets: x: 1\n"}},
-			code:  CodeSchema, msg: "field not allowed", at: `jobs.cue:x: 1`,
+			code:  reason.SchemaViolation, msg: "field not allowed", at: `jobs.cue:x: 1`,
 		},
 		{
 			name:  "dangling connection",
 			edits: []edit{{"jobs.cue", `connection: "core-codex"`, `connection: "nope"`}},
-			code:  CodeDanglingReference, msg: `no connection "nope"`, at: `jobs.cue:"nope"`,
+			code:  reason.DanglingReference, msg: `no connection "nope"`, at: `jobs.cue:"nope"`,
 			path: "jobs.digest.connection",
 		},
 		{
 			name:  "dangling workspace",
 			edits: []edit{{"connections.cue", `workspace:      "core"`, `workspace:      "gone"`}},
-			code:  CodeDanglingReference, msg: `no workspace "gone"`, at: `connections.cue:"gone"`,
+			code:  reason.DanglingReference, msg: `no workspace "gone"`, at: `connections.cue:"gone"`,
 		},
 		{
 			name: "dangling provider",
 			edits: []edit{{"connections.cue", `provider:       "codex"
 	billing:        "subscription"`, `provider:       "claude"
 	billing:        "subscription"`}},
-			code: CodeDanglingReference, msg: `no provider "claude"`, at: `connections.cue:"claude"`,
+			code: reason.DanglingReference, msg: `no provider "claude"`, at: `connections.cue:"claude"`,
 		},
 		{
 			name: "personal connection on team job",
@@ -196,106 +197,106 @@ func TestBadConfigs(t *testing.T) {
 	generation:     1
 }
 `}, {"jobs.cue", `connection: "core-codex"`, `connection: "ben-codex"`}},
-			code: CodePersonalOnTeam, msg: `personal connection "ben-codex"`, at: `jobs.cue:"ben-codex"`,
+			code: reason.PersonalOnTeam, msg: `personal connection "ben-codex"`, at: `jobs.cue:"ben-codex"`,
 		},
 		{
 			name:  "connection of another workspace",
 			edits: []edit{{"jobs.cue", `connection: "core-codex"`, `connection: "ana-codex"`}},
-			code:  CodeWrongWorkspace, msg: `belongs to workspace "ana"`, at: `jobs.cue:"ana-codex"`,
+			code:  reason.ConnectionWorkspace, msg: `belongs to workspace "ana"`, at: `jobs.cue:"ana-codex"`,
 		},
 		{
 			name:  "raw secret value",
 			edits: []edit{{"connections.cue", `secret:         "env:OPENAI_API_KEY"`, `secret:         "sk-live-0123456789abcdef"`}},
-			code:  CodeRawSecret, msg: "never a value", at: `connections.cue:"sk-live`,
+			code:  reason.RawSecretValue, msg: "never a value", at: `connections.cue:"sk-live`,
 		},
 		{
 			name: "credential written into a provider's environment",
 			edits: []edit{{"providers.cue", `command: ["codex", "app-server"]`, `command: ["codex", "app-server"]
 	env: OPENAI_API_KEY: "sk-live-0123456789abcdef"`}},
-			code: CodeRawSecret, msg: "OPENAI_API_KEY looks like a credential", at: `providers.cue:"sk-live`,
+			code: reason.RawSecretValue, msg: "OPENAI_API_KEY looks like a credential", at: `providers.cue:"sk-live`,
 		},
 		{
 			name: "job pins another provider than its connection's",
 			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
 	provider:   "claude"`}},
-			code: CodeJobPin, msg: `pins provider "claude"`, at: `jobs.cue:"claude"`,
+			code: reason.JobPinMismatch, msg: `pins provider "claude"`, at: `jobs.cue:"claude"`,
 		},
 		{
 			name: "fallback connection of another workspace",
 			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
 	fallbackConnection: "core-codex"`}},
-			code: CodeWrongWorkspace, msg: `belongs to workspace "core"`, at: "jobs.cue:\"core-codex\"\n}",
+			code: reason.ConnectionWorkspace, msg: `belongs to workspace "core"`, at: "jobs.cue:\"core-codex\"\n}",
 		},
 		{
 			name:  "team skill of another team",
 			edits: []edit{{"skills.cue", `owner:   "core"`, `owner:   "other"`}},
-			code:  CodeSkillScope, msg: `belongs to team "other"`, at: `jobs.cue:"team-notes"`,
+			code:  reason.SkillScopeMismatch, msg: `belongs to team "other"`, at: `jobs.cue:"team-notes"`,
 		},
 		{
 			name:  "personal skill in a team workspace",
 			edits: []edit{{"workspaces.cue", `skills: ["team-notes"]`, `skills: ["team-notes", "my-notes"]`}},
-			code:  CodeSkillScope, msg: "cannot be used in team workspace", at: `workspaces.cue:"my-notes"`,
+			code:  reason.SkillScopeMismatch, msg: "cannot be used in team workspace", at: `workspaces.cue:"my-notes"`,
 		},
 		{
 			name:  "personal workspace without owner",
 			edits: []edit{{"workspaces.cue", "\towner:     \"ana\"\n", ""}},
-			code:  CodeOwnerRequired, msg: "needs an owner", at: `workspaces.cue:"personal"`,
+			code:  reason.PersonalOwner, msg: "needs an owner", at: `workspaces.cue:"personal"`,
 		},
 		{
 			name: "job policy wider than workspace",
 			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
 	policy:     "danger_full_access"`}},
-			code: CodePolicyWidening, msg: "wider than workspace", at: `jobs.cue:"danger_full_access"`,
+			code: reason.JobPolicyWider, msg: "wider than workspace", at: `jobs.cue:"danger_full_access"`,
 		},
 		{
 			name:  "bad cron line",
 			edits: []edit{{"jobs.cue", `"0 7 * * 1-5"`, `"0 7 * *"`}},
-			code:  CodeInvalidValue, msg: `cron "0 7 * *"`, at: `jobs.cue:"0 7 * *"`,
+			code:  reason.InvalidValue, msg: `cron "0 7 * *"`, at: `jobs.cue:"0 7 * *"`,
 		},
 		{
 			name:  "unknown time zone",
 			edits: []edit{{"jobs.cue", `"Europe/Berlin"`, `"Mars/Olympus"`}},
-			code:  CodeInvalidValue, msg: "unknown time zone", at: `jobs.cue:"Mars/Olympus"`,
+			code:  reason.InvalidValue, msg: "unknown time zone", at: `jobs.cue:"Mars/Olympus"`,
 		},
 		{
 			name:  "two schedules",
 			edits: []edit{{"jobs.cue", `schedule: every: "1h"`, `schedule: {every: "1h", at: "2026-12-01T09:00:00Z"}`}},
-			code:  CodeSchema, msg: "matchN", at: `jobs.cue:{every`,
+			code:  reason.SchemaViolation, msg: "matchN", at: `jobs.cue:{every`,
 		},
 		{
 			name:  "bad version constraint",
 			edits: []edit{{"providers.cue", `">= 0.161"`, `"newest please"`}},
-			code:  CodeInvalidValue, msg: "version constraint", at: `providers.cue:"newest please"`,
+			code:  reason.InvalidValue, msg: "version constraint", at: `providers.cue:"newest please"`,
 		},
 		{
 			name:  "syntax error",
 			edits: []edit{{"jobs.cue", `prompt:     "Summarise yesterday."`, `prompt:     "Summarise yesterday.`}},
-			code:  CodeSyntax, at: `jobs.cue:"Summarise`,
+			code:  reason.CUESyntax, at: `jobs.cue:"Summarise`,
 		},
 		{
 			name:  "package mismatch",
 			edits: []edit{{"jobs.cue", "package base", "package other"}},
-			code:  CodeSyntax, msg: "package other differs", at: `jobs.cue:other`,
+			code:  reason.CUESyntax, msg: "package other differs", at: `jobs.cue:other`,
 		},
 		{
 			name:  "skill name does not match its directory",
 			edits: []edit{{"skills/team-notes/SKILL.md", "name: team-notes", "name: notes"}},
-			code:  CodeSkillPackage, msg: "does not match its directory", at: `skills.cue:"skills/team-notes"`,
+			code:  reason.SkillPackage, msg: "does not match its directory", at: `skills.cue:"skills/team-notes"`,
 		},
 		{
 			name:  "skill without frontmatter",
 			edits: []edit{{"skills/my-notes/SKILL.md", "---\nname: my-notes\ndescription: Personal notes.\n---\n", ""}},
-			code:  CodeSkillPackage, msg: "frontmatter", at: `skills.cue:"skills/my-notes"`,
+			code:  reason.SkillPackage, msg: "frontmatter", at: `skills.cue:"skills/my-notes"`,
 		},
 		{
 			name:  "skill path outside the config",
 			edits: []edit{{"skills.cue", `"skills/my-notes"`, `"../my-notes"`}},
-			code:  CodeSkillPackage, msg: "leaves the config directory", at: `skills.cue:"../my-notes"`,
+			code:  reason.SkillPackage, msg: "leaves the config directory", at: `skills.cue:"../my-notes"`,
 		},
 		{
 			name:  "non-concrete value",
 			edits: []edit{{"workspaces.cue", `policy:    "read_only"`, `policy:    string`}},
-			code:  CodeSchema, msg: "incomplete", at: `workspaces.cue:string`,
+			code:  reason.SchemaViolation, msg: "incomplete", at: `workspaces.cue:string`,
 		},
 	}
 	for _, tt := range tests {
@@ -320,7 +321,7 @@ func TestBadConfigs(t *testing.T) {
 				if tt.path != "" && e.Path != tt.path {
 					t.Errorf("path: got %s, want %s", e.Path, tt.path)
 				}
-				if tt.code == CodeRawSecret && strings.Contains(err.Error(), "sk-live") {
+				if tt.code == reason.RawSecretValue && strings.Contains(err.Error(), "sk-live") {
 					t.Errorf("the error shows the secret value: %v", err)
 				}
 				return

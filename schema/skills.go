@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -27,26 +28,26 @@ func (l *loader) loadSkills(cfg *Config) {
 		rel := path.Clean(filepath.ToSlash(s.Path))
 		digest, err := walkTree(l.root, rel, &l.inputs)
 		if err != nil {
-			l.addAt(sel, CodeSkillPackage, "skill package: %v", err)
+			l.addAt(sel, reason.SkillPackage, "skill package: %v", err)
 			continue
 		}
 		l.inputs.Dirs = append(l.inputs.Dirs, rel)
 		s.Digest = digest
 		fm, err := readFrontmatter(l.root, path.Join(rel, "SKILL.md"))
 		if err != nil {
-			l.addAt(sel, CodeSkillPackage, "skill package %s: %v", rel, err)
+			l.addAt(sel, reason.SkillPackage, "skill package %s: %v", rel, err)
 			continue
 		}
 		switch {
 		case !validSkillName(fm.Name):
-			l.addAt(sel, CodeSkillPackage, "SKILL.md name %q must be 1-64 characters of a-z, 0-9 and -", fm.Name)
+			l.addAt(sel, reason.SkillPackage, "SKILL.md name %q must be 1-64 characters of a-z, 0-9 and -", fm.Name)
 		case fm.Name != path.Base(rel):
-			l.addAt(sel, CodeSkillPackage, "SKILL.md name %q does not match its directory %q", fm.Name, path.Base(rel))
+			l.addAt(sel, reason.SkillPackage, "SKILL.md name %q does not match its directory %q", fm.Name, path.Base(rel))
 		case fm.Name != name:
-			l.addAt(sel, CodeSkillPackage, "SKILL.md name %q does not match the resource name %q", fm.Name, name)
+			l.addAt(sel, reason.SkillPackage, "SKILL.md name %q does not match the resource name %q", fm.Name, name)
 		}
 		if n := len([]rune(fm.Description)); n < 1 || n > 1024 {
-			l.addAt(sel, CodeSkillPackage, "SKILL.md description must be 1-1024 characters, has %d", n)
+			l.addAt(sel, reason.SkillPackage, "SKILL.md description must be 1-1024 characters, has %d", n)
 		}
 		s.Description = fm.Description
 	}

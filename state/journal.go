@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
@@ -322,7 +322,7 @@ func (db *DB) MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, e
 }
 
 // ErrNothingToResolve means the address has no open unknown outcome.
-var ErrNothingToResolve = errors.New("no unknown outcome to resolve")
+var ErrNothingToResolve = &reason.Error{Code: reason.NothingToResolve, Msg: "no unknown outcome to resolve"}
 
 // Resolve records an operator's decision on the unknown outcomes of address
 // under the lock. It never carries anything out: "applied" records in the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/reconcile"
 	_ "modernc.org/sqlite"
 )
@@ -93,7 +94,7 @@ func holder(ctx context.Context, tx *sql.Tx) (*reconcile.Holder, error) {
 }
 
 // ErrNotLocked means Unlock named a lock that is not held.
-var ErrNotLocked = errors.New("lock not held")
+var ErrNotLocked = &reason.Error{Code: reason.LockNotHeld, Msg: "lock not held"}
 
 // Unlock releases the lock with the given id.
 func (db *DB) Unlock(ctx context.Context, lockID string) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/state"
 )
@@ -68,7 +69,7 @@ func wantLocked(t *testing.T, err error, want reconcile.Holder) {
 		t.Errorf("LockedError.Holder:\n got %+v\nwant %+v", got, want)
 	}
 	msg := err.Error()
-	for _, s := range []string{reconcile.CodeStateLocked, "pid " + strconv.Itoa(want.Process.PID), want.Process.Host, want.LockID} {
+	for _, s := range []string{string(reason.StateLocked), "pid " + strconv.Itoa(want.Process.PID), want.Process.Host, want.LockID} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q does not name %q", msg, s)
 		}

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/internal/reason"
 	_ "modernc.org/sqlite"
 )
 
@@ -73,7 +73,14 @@ type NewerSchemaError struct {
 	Found, Support int
 }
 
-func (e *NewerSchemaError) Error() string {
+// As presents the error as state_too_new.
+func (e *NewerSchemaError) As(target any) bool {
+	return reason.Present(target, &reason.Error{Code: reason.StateTooNew, Msg: e.message(), Err: e})
+}
+
+func (e *NewerSchemaError) Error() string { return string(reason.StateTooNew) + ": " + e.message() }
+
+func (e *NewerSchemaError) message() string {
 	return fmt.Sprintf("state %s has schema version %d, newer than the %d this nlx supports; upgrade nlx (the file was not changed)", e.Path, e.Found, e.Support)
 }
 
@@ -96,7 +103,7 @@ func (db *DB) migrate(ctx context.Context, ms []Migration) error {
 				return fmt.Errorf("read state tables: %w", err)
 			}
 			if nlx != 2 {
-				return plan.Refusef(CodeNotAnNlxState, "%s is a SQLite database but not nlx's state; nothing was changed", db.path)
+				return reason.New(reason.NotAnNlxState, "%s is a SQLite database but not nlx's state; nothing was changed", db.path)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (

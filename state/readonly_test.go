@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/state"
 )
 
@@ -40,8 +40,8 @@ func nlxState(t *testing.T, path string) {
 	}
 }
 
-func refusalCode(err error) string {
-	var r *plan.Refusal
+func refusalCode(err error) reason.Code {
+	var r *reason.Error
 	if errors.As(err, &r) {
 		return r.Code
 	}
@@ -64,23 +64,23 @@ func TestOpenRefusesWhatIsNotAState(t *testing.T) {
 	files := []struct {
 		name string
 		make func(t *testing.T, path string)
-		code string
+		code reason.Code
 	}{
 		{"another program's database", func(t *testing.T, path string) {
 			execSQL(t, path, `CREATE TABLE notes (body TEXT)`, `INSERT INTO notes VALUES ('mine')`)
-		}, state.CodeNotAnNlxState},
+		}, reason.NotAnNlxState},
 		{"another program's WAL database", func(t *testing.T, path string) {
 			execSQL(t, path, `PRAGMA journal_mode = WAL`, `CREATE TABLE lineage (x)`, `INSERT INTO lineage VALUES (1)`)
-		}, state.CodeNotAnNlxState},
+		}, reason.NotAnNlxState},
 		{"not a database", func(t *testing.T, path string) {
 			if err := os.WriteFile(path, []byte("lineage: abc\nserial: 3\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, state.CodeNotAnNlxState},
+		}, reason.NotAnNlxState},
 		{"nlx state without its lineage row", func(t *testing.T, path string) {
 			nlxState(t, path)
 			execSQL(t, path, `DELETE FROM lineage`)
-		}, state.CodeStateDamaged},
+		}, reason.StateDamaged},
 	}
 	for _, f := range files {
 		for _, m := range modes {
@@ -170,8 +170,8 @@ func TestOutdatedState(t *testing.T) {
 	}
 	before := snapshotFiles(t, path)
 	_, err := state.Open(ctx, path, state.Options{ReadOnly: true})
-	if got := refusalCode(err); got != state.CodeStateOutdated {
-		t.Fatalf("read-only Open: %v, want %s", err, state.CodeStateOutdated)
+	if got := refusalCode(err); got != reason.StateOutdated {
+		t.Fatalf("read-only Open: %v, want %s", err, reason.StateOutdated)
 	}
 	if after := snapshotFiles(t, path); after != before {
 		t.Errorf("files after the refused Open:\n got %+v\nwant %+v", after, before)
@@ -201,8 +201,8 @@ func TestEmptyFile(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := state.Open(ctx, path, state.Options{ReadOnly: true}); refusalCode(err) != state.CodeNotAnNlxState {
-		t.Fatalf("read-only Open of an empty file: %v, want %s", err, state.CodeNotAnNlxState)
+	if _, err := state.Open(ctx, path, state.Options{ReadOnly: true}); refusalCode(err) != reason.NotAnNlxState {
+		t.Fatalf("read-only Open of an empty file: %v, want %s", err, reason.NotAnNlxState)
 	}
 	db := open(t, path, state.Options{})
 	if lineage, _, err := db.Meta(ctx); err != nil || !uuidV4.MatchString(lineage) {

@@ -15,27 +15,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite"
 )
 
 // ErrNoState means the state file does not exist and was not to be created.
-var ErrNoState = errors.New("no state")
+var ErrNoState = &reason.Error{Code: reason.NoState, Msg: "no state"}
 
 // Reason codes of states nlx will not open. The file is left exactly as it
 // was.
 const (
-	// CodeNotAnNlxState: the file is a database (or not even that) without
-	// nlx's tables; nlx never adds them to someone else's database.
-	CodeNotAnNlxState = "not_an_nlx_state"
-	// CodeStateDamaged: an nlx state missing what every state has (its
-	// lineage row); it is never reinitialised, which would restart the
-	// serial and forget what the plans made against it were bound to.
-	CodeStateDamaged = "state_damaged"
-	// CodeStateOutdated: a reading command found a state from an older
-	// nlx; reading commands never migrate, `nlx state upgrade` does.
-	CodeStateOutdated = "state_outdated"
+// reason.NotAnNlxState: the file is a database (or not even that) without
+// nlx's tables; nlx never adds them to someone else's database.
+// reason.StateDamaged: an nlx state missing what every state has (its
+// lineage row); it is never reinitialised, which would restart the
+// serial and forget what the plans made against it were bound to.
+// reason.StateOutdated: a reading command found a state from an older
+// nlx; reading commands never migrate, `nlx state upgrade` does.
 )
 
 // Options tune Open.
@@ -131,7 +128,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	case statErr != nil:
 		return nil, fmt.Errorf("state %s: %w", path, statErr)
 	case !fi.Mode().IsRegular():
-		return nil, plan.Refusef(CodeNotAnNlxState, "state %s is not a regular file", path)
+		return nil, reason.New(reason.NotAnNlxState, "state %s is not a regular file", path)
 	default:
 		found, err := inspect(ctx, path, inspectDSN(path, uri), len(ms))
 		if err != nil {
@@ -139,10 +136,10 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		}
 		if opts.ReadOnly {
 			if found.fresh {
-				return nil, plan.Refusef(CodeNotAnNlxState, "%s is an empty database, not an nlx state; nothing was changed", path)
+				return nil, reason.New(reason.NotAnNlxState, "%s is an empty database, not an nlx state; nothing was changed", path)
 			}
 			if found.version < len(ms) {
-				return nil, plan.Refusef(CodeStateOutdated, "state %s has schema version %d, older than this nlx's %d; reading commands never migrate it: run `nlx state upgrade` (or any apply)", path, found.version, len(ms))
+				return nil, reason.New(reason.StateOutdated, "state %s has schema version %d, older than this nlx's %d; reading commands never migrate it: run `nlx state upgrade` (or any apply)", path, found.version, len(ms))
 			}
 			rdb, err := sql.Open("sqlite", readOnlyDSN(path, uri))
 			if err != nil {
@@ -244,7 +241,7 @@ func inspect(ctx context.Context, path, roDSN string, support int) (found, error
 	rows, err := ro.QueryContext(ctx, `SELECT name FROM sqlite_master WHERE type = 'table'`)
 	if err != nil {
 		if strings.Contains(err.Error(), "file is not a database") || strings.Contains(err.Error(), "SQLITE_NOTADB") {
-			return found{}, plan.Refusef(CodeNotAnNlxState, "%s is not an nlx state (not a SQLite database); nothing was changed", path)
+			return found{}, reason.New(reason.NotAnNlxState, "%s is not an nlx state (not a SQLite database); nothing was changed", path)
 		}
 		return found{}, fmt.Errorf("read state %s: %w", path, err)
 	}
@@ -265,7 +262,7 @@ func inspect(ctx context.Context, path, roDSN string, support int) (found, error
 		return found{fresh: true}, nil
 	}
 	if !tables["schema_migrations"] || !tables["lineage"] {
-		return found{}, plan.Refusef(CodeNotAnNlxState, "%s is a SQLite database with %d table(s) but not nlx's (no schema_migrations or lineage table); nlx never adds its tables to another database, and nothing was changed", path, len(tables))
+		return found{}, reason.New(reason.NotAnNlxState, "%s is a SQLite database with %d table(s) but not nlx's (no schema_migrations or lineage table); nlx never adds its tables to another database, and nothing was changed", path, len(tables))
 	}
 	var v sql.NullInt64
 	if err := ro.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v); err != nil {
@@ -289,7 +286,7 @@ func lineageExists(ctx context.Context, q interface {
 		return fmt.Errorf("read state %s: %w", path, err)
 	}
 	if n != 1 {
-		return plan.Refusef(CodeStateDamaged, "state %s has no lineage row: it is damaged, and nlx will not reinitialise it (that would restart its serial); restore it from a backup, and nothing was changed", path)
+		return reason.New(reason.StateDamaged, "state %s has no lineage row: it is damaged, and nlx will not reinitialise it (that would restart its serial); restore it from a backup, and nothing was changed", path)
 	}
 	return nil
 }
@@ -304,7 +301,7 @@ func (db *DB) Close() error {
 
 // ErrReadOnly means a write was attempted on a state opened read-only: a
 // defect in the command, never something a user can cause.
-var ErrReadOnly = errors.New("state opened read-only")
+var ErrReadOnly = &reason.Error{Code: reason.StateReadOnly, Msg: "state opened read-only"}
 
 // Path is the state file.
 func (db *DB) Path() string { return db.path }

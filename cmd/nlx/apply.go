@@ -3,9 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/images"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
@@ -29,7 +30,6 @@ type applyOptions struct {
 	batchSize int
 	target    string
 	configDir string
-	output    string
 	yes       bool
 	actor     string
 }
@@ -53,12 +53,10 @@ refuses (confirmation_required).`,
 			if len(args) == 1 {
 				opts.target = args[0]
 			}
-			a.output = opts.output
 			return applyRun(cmd.Context(), a, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.configDir, "config", "", "config `DIR` a plan file is checked against (default: the directory it was planned from)")
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().BoolVarP(&opts.yes, "yes", "y", false, "apply a directory's plan without asking (never approves a risk)")
 	cmd.Flags().StringVar(&opts.actor, "actor", "", "who applies (default $NLX_ACTOR, else $USER)")
 	// Smaller batches give crash tests a journal step between more changes.
@@ -68,9 +66,6 @@ refuses (confirmation_required).`,
 }
 
 func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
-	if opts.output != "text" && opts.output != "json" {
-		return fmt.Errorf("unknown output format %q (want text or json)", opts.output)
-	}
 	info, err := os.Stat(opts.target)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -115,7 +110,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		// needs the state it was made against.
 		db, err = a.openState(ctx, p.State.Lineage != "")
 		if errors.Is(err, state.ErrNoState) {
-			return plan.Refusef(reconcile.CodeLineageMismatch, "the plan was made against state lineage %s, but there is no state at %s", p.State.Lineage, mustState(a))
+			return reason.New(reason.LineageMismatch, "the plan was made against state lineage %s, but there is no state at %s", p.State.Lineage, mustState(a))
 		}
 	}
 	if err != nil {
@@ -142,7 +137,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		}
 	}
 	if ledger != nil && (err == nil || ledger.SerialAfter != ledger.SerialBefore) {
-		printLedger(a, opts.output, ledger, err)
+		printLedger(a, ledger, err)
 	}
 	return err
 }
@@ -157,10 +152,10 @@ func confirm(a *app, opts *applyOptions, p *plan.Plan) error {
 	// In JSON mode stdout carries only the ledger; people read the plan on
 	// stderr before they answer.
 	out, color := a.io.Out, a.color()
-	if opts.output == "json" {
+	if a.view.Format() == formatJSON {
 		out, color = a.io.Err, false
 	}
-	if opts.output == "text" || !opts.yes {
+	if a.view.Format() == formatText || !opts.yes {
 		if err := (plan.View{Format: plan.FormatText, Color: color}).Render(out, p); err != nil {
 			return err
 		}
@@ -169,12 +164,12 @@ func confirm(a *app, opts *applyOptions, p *plan.Plan) error {
 		return nil
 	}
 	if !a.io.InTerminal {
-		return plan.Refusef(codeConfirmation, "no terminal to confirm on; review the plan and pass --yes, or save it with nlx plan --out and apply the file")
+		return reason.New(reason.ConfirmationRequired, "no terminal to confirm on; review the plan and pass --yes, or save it with nlx plan --out and apply the file")
 	}
 	fmt.Fprint(a.io.Err, "\nDo you want to perform these actions?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
 	line, _ := bufio.NewReader(a.io.In).ReadString('\n')
 	if strings.TrimSpace(line) != "yes" {
-		return plan.Refusef(codeConfirmation, "apply cancelled: the answer was not yes")
+		return reason.New(reason.ConfirmationRequired, "apply cancelled: the answer was not yes")
 	}
 	return nil
 }
@@ -187,35 +182,28 @@ var pastTense = map[plan.Action]string{
 }
 
 // printLedger reports what the apply actually did; it runs on success and
-// after a partial failure alike.
-func printLedger(a *app, output string, l *reconcile.Ledger, applyErr error) {
-	if output == "json" {
-		type failure struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		}
-		doc := struct {
-			FormatVersion int `json:"format_version"`
-			*reconcile.Ledger
-			Complete bool     `json:"complete"`
-			Error    *failure `json:"error,omitempty"`
-		}{FormatVersion: 1, Ledger: l, Complete: applyErr == nil}
-		if applyErr != nil {
-			code, _ := classify(applyErr)
-			doc.Error = &failure{code, applyErr.Error()}
-			a.jsonReported = true // one document on stdout, not two
-		}
-		data, _ := json.Marshal(doc)
-		fmt.Fprintln(a.io.Out, string(data))
-		return
+// after a partial failure alike. In JSON the ledger document carries the
+// apply's error: the one document on stdout.
+func printLedger(a *app, l *reconcile.Ledger, applyErr error) {
+	doc := struct {
+		*reconcile.Ledger
+		Complete bool       `json:"complete"`
+		Error    *errorBody `json:"error,omitempty"`
+	}{Ledger: l, Complete: applyErr == nil}
+	if applyErr != nil {
+		code, _ := classify(applyErr)
+		doc.Error = newErrorBody(applyErr, code)
 	}
-	w := a.io.Out
+	_ = a.view.Render(document{Version: versionLedger, JSON: doc, Text: func(w io.Writer) error { return ledgerText(w, l, applyErr) }})
+}
+
+// ledgerText is the ledger for people, change by change.
+func ledgerText(w io.Writer, l *reconcile.Ledger, applyErr error) error {
 	if len(l.Entries) == 0 {
-		fmt.Fprintln(w, "No changes. Nothing to apply.")
-		return
+		_, err := fmt.Fprintln(w, "No changes. Nothing to apply.")
+		return err
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	defer bw.Flush()
 	for _, e := range l.Entries {
 		switch e.Phase {
 		case "committed":
@@ -237,9 +225,10 @@ func printLedger(a *app, output string, l *reconcile.Ledger, applyErr error) {
 		if l.SerialNow != l.SerialAfter {
 			fmt.Fprintf(bw, "This apply set serial %d; another run took its lock over and moved the state on since.\n", l.SerialAfter)
 		}
-		return
+		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "\nApply complete! Resources: %d added, %d changed, %d destroyed. State serial %d.\n", s.Add, s.Change, s.Destroy, l.SerialAfter)
+	return bw.Flush()
 }
 
 func orNone(s string) string {

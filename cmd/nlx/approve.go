@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,7 +18,6 @@ type approveOptions struct {
 	reason  string
 	changes []string
 	expires time.Duration
-	output  string
 }
 
 func newApproveCmd(a *app) *cobra.Command {
@@ -39,7 +39,6 @@ approval_not_needed, not_in_plan, and a refused change's own code.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.file = args[0]
-			a.output = opts.output
 			return approveRun(cmd.Context(), a, opts)
 		},
 	}
@@ -47,7 +46,6 @@ approval_not_needed, not_in_plan, and a refused change's own code.`,
 	cmd.Flags().StringVar(&opts.reason, "reason", "", "why this is safe (required)")
 	cmd.Flags().StringArrayVar(&opts.changes, "change", nil, "approve only this change `ADDRESS` (repeatable)")
 	cmd.Flags().DurationVar(&opts.expires, "expires", 24*time.Hour, "how long the approval stays valid")
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text or json")
 	_ = cmd.MarkFlagRequired("actor")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
@@ -69,7 +67,7 @@ func approveRun(ctx context.Context, a *app, opts *approveOptions) error {
 	if err != nil {
 		return err
 	}
-	if opts.output == "json" {
+	jsonDoc := func() any {
 		type item struct {
 			Address   string `json:"address"`
 			Risk      string `json:"risk"`
@@ -80,14 +78,16 @@ func approveRun(ctx context.Context, a *app, opts *approveOptions) error {
 		for _, ap := range approvals {
 			items = append(items, item{ap.Address, ap.Risk, ap.Actor, ap.ExpiresAt.UTC().Format(time.RFC3339)})
 		}
-		return a.writeJSON(struct {
+		return (struct {
 			PlanHash  string `json:"plan_hash"`
 			Approvals []item `json:"approvals"`
 		}{p.PlanHash, items})
-	}
-	for _, ap := range approvals {
-		fmt.Fprintf(a.io.Out, "approved %s %s by %s until %s\n", ap.Address, ap.Risk, ap.Actor, ap.ExpiresAt.UTC().Format(time.RFC3339))
-	}
-	fmt.Fprintf(a.io.Out, "%d approval(s) recorded for plan %s.\n", len(approvals), p.PlanHash)
-	return nil
+	}()
+	return a.view.Render(document{Version: versionApprove, JSON: jsonDoc, Text: func(w io.Writer) error {
+		for _, ap := range approvals {
+			fmt.Fprintf(w, "approved %s %s by %s until %s\n", ap.Address, ap.Risk, ap.Actor, ap.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(w, "%d approval(s) recorded for plan %s.\n", len(approvals), p.PlanHash)
+		return nil
+	}})
 }

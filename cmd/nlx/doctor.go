@@ -2,16 +2,17 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"text/tabwriter"
 
 	"github.com/nlx-dev/nlx/host"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/spf13/cobra"
 )
 
 func newDoctorCmd(a *app) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Report what this host can enforce for provider processes",
@@ -21,30 +22,27 @@ and says how to fix each gap. It exits 0 only when a provider can be
 launched safely.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
 			r := isolate.Doctor(cmd.Context())
 			r.Findings = append(r.Findings, providerUserFinding())
-			if output == "json" {
-				if err := a.writeJSON(map[string]any{"can_launch": r.CanLaunch(), "report": r}); err != nil {
-					return err
-				}
-			} else {
-				printDoctor(a, r)
+			if err := a.view.Render(document{
+				Version: versionDoctor,
+				JSON:    map[string]any{"can_launch": r.CanLaunch(), "report": r},
+				Text:    func(w io.Writer) error { return printDoctor(w, r) },
+			}); err != nil {
+				return err
 			}
 			if !r.CanLaunch() || !r.Findings[len(r.Findings)-1].OK {
-				a.jsonReported = true
-				return &isolate.Refusal{Code: "cannot_launch", Msg: "this host cannot launch a provider safely; fix the gaps above"}
+				return reason.New(reason.CannotLaunch, "this host cannot launch a provider safely; fix the gaps above")
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 
-func printDoctor(a *app, r isolate.Report) {
-	fmt.Fprintf(a.io.Out, "architecture %s, kernel %s, cgroups %s\n\n", r.Arch, r.Kernel, r.CgroupMode)
-	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
+func printDoctor(w io.Writer, r isolate.Report) error {
+	fmt.Fprintf(w, "architecture %s, kernel %s, cgroups %s\n\n", r.Arch, r.Kernel, r.CgroupMode)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range r.Findings {
 		mark := "ok"
 		if !f.OK {
@@ -55,10 +53,13 @@ func printDoctor(a *app, r isolate.Report) {
 			fmt.Fprintf(tw, "\t\tfix: %s\n", f.Fix)
 		}
 	}
-	tw.Flush()
-	if r.CanLaunch() && r.Findings[len(r.Findings)-1].OK {
-		fmt.Fprintln(a.io.Out, "\nA provider can be launched safely on this host.")
+	if err := tw.Flush(); err != nil {
+		return err
 	}
+	if r.CanLaunch() && r.Findings[len(r.Findings)-1].OK {
+		fmt.Fprintln(w, "\nA provider can be launched safely on this host.")
+	}
+	return nil
 }
 
 // providerUserFinding reports who providers run as (last of the findings).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/images"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
 	"github.com/nlx-dev/nlx/state"
@@ -116,7 +117,7 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 	req.Backend = isolate.Backend(opts.backend)
 	if opts.inImage {
 		if l.ImageDigest == "" {
-			return &isolate.Refusal{Code: isolate.CodeInvalidRequest, Msg: fmt.Sprintf("workspace %s has no image", opts.workspace)}
+			return &reason.Error{Code: reason.InvalidRequest, Msg: fmt.Sprintf("workspace %s has no image", opts.workspace)}
 		}
 		if req.RootFS, err = imageRootFS(ctx, a, l.ImageDigest); err != nil {
 			return err
@@ -278,7 +279,7 @@ func imageRootFS(ctx context.Context, a *app, digest string) (string, error) {
 	}
 	d, err := v1.NewHash(digest)
 	if err != nil {
-		return "", &isolate.Refusal{Code: launch.CodeInvalidSpec, Msg: fmt.Sprintf("image digest %q: %v", digest, err)}
+		return "", &reason.Error{Code: reason.InvalidAppliedSpec, Msg: fmt.Sprintf("image digest %q: %v", digest, err)}
 	}
 	p, err := images.ParsePlatform("linux/" + runtime.GOARCH)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/images"
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -35,10 +37,10 @@ func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, 
 	}
 	im := cfg.Images[name]
 	if im == nil {
-		return nil, &images.Error{Code: images.CodeUnknownImage, Msg: fmt.Sprintf("the config in %s has no image %q", dir, name)}
+		return nil, reason.New(reason.UnknownImage, "the config in %s has no image %q", dir, name)
 	}
 	if im.Ref != "" {
-		return nil, &images.Error{Code: images.CodeUnknownImage, Msg: fmt.Sprintf("image %s is prebuilt (%s); pull it instead", name, im.Ref)}
+		return nil, reason.New(reason.UnknownImage, "image %s is prebuilt (%s); pull it instead", name, im.Ref)
 	}
 	store, err := a.imageStore()
 	if err != nil {
@@ -69,7 +71,6 @@ func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, 
 }
 
 func newImageBuildCmd(a *app) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "build NAME [DIR]",
 		Short: "Build an image of the config into the image store; print its digest",
@@ -79,7 +80,6 @@ digest on any machine (mtimes from SOURCE_DATE_EPOCH, default 0). Unchanged
 layers come from the layer cache. Prints the index digest.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
 			dir := "."
 			if len(args) == 2 {
 				dir = args[1]
@@ -88,14 +88,12 @@ layers come from the layer cache. Prints the index digest.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return a.writeJSON(res)
-			}
-			fmt.Fprintln(a.io.Out, res.Digest)
-			return nil
+			return a.view.Render(document{Version: versionImageBuild, JSON: res, Text: func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, res.Digest)
+				return err
+			}})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,6 @@ import (
 )
 
 func newImageInspectCmd(a *app) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "inspect REF|DIR",
 		Short: "Show an image index: platforms, layer digests and sizes",
@@ -19,7 +19,6 @@ name or digest) or a registry, and prints its digest, each platform's
 manifest and config, and every layer with its digest and size.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
 			idx, err := loadIndex(cmd.Context(), a, args[0])
 			if err != nil {
 				return err
@@ -28,21 +27,19 @@ manifest and config, and every layer with its digest and size.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				return a.writeJSON(info)
-			}
-			fmt.Fprintf(a.io.Out, "index %s (%s)\n", info.Digest, info.MediaType)
-			tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-			for _, p := range info.Platforms {
-				fmt.Fprintf(tw, "%s\tmanifest %s\tconfig %s\n", p.Platform, p.Manifest, p.Config)
-				for _, l := range p.Layers {
-					fmt.Fprintf(tw, "\tlayer %s\t%d bytes\t%s\n", l.Digest, l.Size, l.MediaType)
+			return a.view.Render(document{Version: versionImageInspect, JSON: info, Text: func(w io.Writer) error {
+				fmt.Fprintf(w, "index %s (%s)\n", info.Digest, info.MediaType)
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				for _, p := range info.Platforms {
+					fmt.Fprintf(tw, "%s\tmanifest %s\tconfig %s\n", p.Platform, p.Manifest, p.Config)
+					for _, l := range p.Layers {
+						fmt.Fprintf(tw, "\tlayer %s\t%d bytes\t%s\n", l.Digest, l.Size, l.MediaType)
+					}
 				}
-			}
-			return tw.Flush()
+				return tw.Flush()
+			}})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +16,6 @@ import (
 type planOptions struct {
 	dir          string
 	out          string
-	output       string
 	detailedExit bool
 	actor        string
 }
@@ -28,34 +28,28 @@ func newPlanCmd(a *app) *cobra.Command {
 		Long: `Plan loads the CUE package in DIR (default "."), diffs it against the state and
 prints the changes. --out saves the plan for nlx apply; the saved plan binds
 the exact config bytes and the state serial it was made from.`,
-		Args: cobra.MaximumNArgs(1),
+		Args:        cobra.MaximumNArgs(1),
+		Annotations: withMarkdown,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.dir = "."
 			if len(args) == 1 {
 				opts.dir = args[0]
 			}
-			a.output = opts.output
 			return planRun(cmd.Context(), a, opts)
 		},
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "write the plan file to `FILE`")
-	cmd.Flags().StringVarP(&opts.output, "output", "o", "text", "output format: text, json or markdown")
 	cmd.Flags().BoolVar(&opts.detailedExit, "detailed-exitcode", false, "exit 2 when there are changes, 3 when some need approval or are refused (0 none, 1 error)")
 	cmd.Flags().StringVar(&opts.actor, "actor", "", "who makes the plan, for the two-person rule (default $NLX_ACTOR, else $USER)")
 	return cmd
 }
 
 func planRun(ctx context.Context, a *app, opts *planOptions) error {
-	format, err := plan.ParseFormat(opts.output)
-	if err != nil {
-		return err
-	}
 	p, _, err := makePlan(ctx, a, opts.dir, actorName(opts.actor))
 	if err != nil {
 		return err
 	}
-	view := plan.View{Format: format, Color: a.color(), PlanFile: opts.out}
-	if format == plan.FormatText {
+	if a.view.Format() == formatText {
 		// The text view does not show plan_hash: print it while the plan
 		// file is encoded and written.
 		written := make(chan error, 1)
@@ -66,12 +60,12 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 			}
 			written <- plan.WriteFile(opts.out, p)
 		}()
-		rerr := view.Render(a.io.Out, p)
+		rerr := a.renderPlan(p, opts.out)
 		if err := <-written; err != nil {
 			return err
 		}
 		if rerr != nil {
-			return fmt.Errorf("print plan: %w", rerr)
+			return rerr
 		}
 	} else {
 		if opts.out != "" {
@@ -81,8 +75,8 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 		} else if _, err := plan.Encode(p); err != nil { // fills plan_hash for the views
 			return err
 		}
-		if err := view.Render(a.io.Out, p); err != nil {
-			return fmt.Errorf("print plan: %w", err)
+		if err := a.renderPlan(p, opts.out); err != nil {
+			return err
 		}
 	}
 	if opts.out != "" && !p.Empty() {
@@ -98,6 +92,28 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 	}
 	if opts.detailedExit && !p.Empty() {
 		return exitStatus(ExitChanges)
+	}
+	return nil
+}
+
+// planDocument is plan p in every view; planFile is where it was saved.
+func (a *app) planDocument(p *plan.Plan, planFile string) document {
+	in := func(f plan.Format, color bool) func(io.Writer) error {
+		return func(w io.Writer) error {
+			return plan.View{Format: f, Color: color, PlanFile: planFile}.Render(w, p)
+		}
+	}
+	return document{
+		EncodeJSON: in(plan.FormatJSON, false),
+		Text:       in(plan.FormatText, a.color()),
+		Markdown:   in(plan.FormatMarkdown, false),
+	}
+}
+
+// renderPlan prints p in the command's view.
+func (a *app) renderPlan(p *plan.Plan, planFile string) error {
+	if err := a.view.Render(a.planDocument(p, planFile)); err != nil {
+		return fmt.Errorf("print plan: %w", err)
 	}
 	return nil
 }

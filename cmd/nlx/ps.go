@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -13,24 +14,21 @@ import (
 )
 
 func newPsCmd(a *app) *cobra.Command {
-	var output string
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "ps",
 		Short: "List recorded provider processes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
 			ctx := cmd.Context()
-			return a.readState(ctx, func(db *state.DB) error { return psRun(ctx, a, db, all, output) })
+			return a.readState(ctx, func(db *state.DB) error { return psRun(ctx, a, db, all) })
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "also stopped launches, with their stop receipts")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 
-func psRun(ctx context.Context, a *app, db *state.DB, all bool, output string) error {
+func psRun(ctx context.Context, a *app, db *state.DB, all bool) error {
 	rows, err := db.Processes(ctx, all)
 	if err != nil {
 		return err
@@ -45,7 +43,7 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool, output string) e
 			gone[r.LaunchID], _ = isolate.Gone(id)
 		}
 	}
-	if output == "json" {
+	jsonDoc := func() any {
 		type item struct {
 			LaunchID  string          `json:"launch_id"`
 			Workspace string          `json:"workspace"`
@@ -62,24 +60,26 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool, output string) e
 			}
 			items = append(items, it)
 		}
-		return a.writeJSON(map[string]any{"processes": items})
-	}
-	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LAUNCH\tWORKSPACE\tBACKEND\tPID\tSTARTED\tSTATUS")
-	for _, r := range rows {
-		var id isolate.Identity
-		json.Unmarshal([]byte(r.Identity), &id)
-		status := r.Status
-		if gone[r.LaunchID] {
-			status += " (gone: nlx stopped watching it; nlx stop " + r.LaunchID + " records its receipt)"
-		}
-		if r.Receipt != "" {
-			var rc isolate.Receipt
-			if json.Unmarshal([]byte(r.Receipt), &rc) == nil {
-				status += " (" + string(rc.Outcome) + ")"
+		return (map[string]any{"processes": items})
+	}()
+	return a.view.Render(document{Version: versionProcesses, JSON: jsonDoc, Text: func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LAUNCH\tWORKSPACE\tBACKEND\tPID\tSTARTED\tSTATUS")
+		for _, r := range rows {
+			var id isolate.Identity
+			json.Unmarshal([]byte(r.Identity), &id)
+			status := r.Status
+			if gone[r.LaunchID] {
+				status += " (gone: nlx stopped watching it; nlx stop " + r.LaunchID + " records its receipt)"
 			}
+			if r.Receipt != "" {
+				var rc isolate.Receipt
+				if json.Unmarshal([]byte(r.Receipt), &rc) == nil {
+					status += " (" + string(rc.Outcome) + ")"
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.LaunchID, r.Workspace, id.Backend, r.PID, id.Started.UTC().Format(time.RFC3339), status)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.LaunchID, r.Workspace, id.Backend, r.PID, id.Started.UTC().Format(time.RFC3339), status)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	}})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,9 +30,10 @@ type app struct {
 	io        *IO
 	statePath string // --state
 	noColor   bool   // --no-color
-	output    string // the running command's --output, so errors match it
-	// jsonReported: the command already put its error in its JSON result.
-	jsonReported bool
+	// outputFlag is --output; view prints in that format, chosen once
+	// for the running command (and errors through it too).
+	outputFlag string
+	view       view
 }
 
 // Main runs nlx with args and returns its exit code.
@@ -61,9 +61,23 @@ Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
 --detailed-exitcode), 3 approval required or refused, 4 state locked.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.chooseView(cmd); err != nil {
+				return err
+			}
+			return checkRequired(cmd)
+		},
 	}
 	root.PersistentFlags().StringVar(&a.statePath, "state", "", "state file (default $NLX_STATE, else $XDG_STATE_HOME/nlx/state.db)")
 	root.PersistentFlags().BoolVar(&a.noColor, "no-color", false, "never colour output")
+	root.PersistentFlags().StringVarP(&a.outputFlag, "output", "o", "text", "output `FORMAT`: text, json, or (plan, show) markdown")
 	root.AddCommand(
 		newPlanCmd(a),
 		newApplyCmd(a),
@@ -80,6 +94,7 @@ Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
 		newPsCmd(a),
 		newStopCmd(a),
 	)
+	usageCodes(root)
 	return root
 }
 
@@ -141,21 +156,6 @@ func (a *app) planSnapshot(ctx context.Context) (*reconcile.Snapshot, error) {
 		return &reconcile.Snapshot{}, nil
 	}
 	return snap, err
-}
-
-// writeJSON prints one JSON document on stdout: format_version 1 and the
-// fields of doc, a struct or map (never HTML-escaped).
-func (a *app) writeJSON(doc any) error {
-	data, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	head := []byte(`{"format_version":1`)
-	if len(data) > 2 {
-		head = append(head, ',')
-	}
-	_, err = fmt.Fprintf(a.io.Out, "%s%s\n", head, data[1:])
-	return err
 }
 
 // progress returns a logger for long work: lines on stderr when stderr is

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -13,22 +14,19 @@ import (
 )
 
 func newStateListCmd(a *app) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the resources in the state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
 			ctx := cmd.Context()
-			return a.readState(ctx, func(db *state.DB) error { return listRun(ctx, a, db, output) })
+			return a.readState(ctx, func(db *state.DB) error { return listRun(ctx, a, db) })
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 
-func listRun(ctx context.Context, a *app, db *state.DB, output string) error {
+func listRun(ctx context.Context, a *app, db *state.DB) error {
 	lineage, serial, err := db.Meta(ctx)
 	if err != nil {
 		return err
@@ -41,7 +39,7 @@ func listRun(ctx context.Context, a *app, db *state.DB, output string) error {
 	if err != nil {
 		return err
 	}
-	if output == "json" {
+	jsonDoc := func() any {
 		type item struct {
 			Address  string `json:"address"`
 			Kind     string `json:"kind"`
@@ -54,28 +52,30 @@ func listRun(ctx context.Context, a *app, db *state.DB, output string) error {
 		for _, r := range rows {
 			items = append(items, item{r.Address, string(r.Kind), r.Name, r.Status, r.Serial, r.Hash})
 		}
-		return a.writeJSON(struct {
+		return (struct {
 			Lineage   string    `json:"lineage"`
 			Serial    int64     `json:"serial"`
 			Lock      *heldLock `json:"lock"` // null when nobody holds it
 			Resources []item    `json:"resources"`
 		}{lineage, serial, lock, items})
-	}
-	fmt.Fprintf(a.io.Err, "state %s: lineage %s, serial %d, %d resources\n", db.Path(), lineage, serial, len(rows))
-	if lock != nil {
-		status := "running"
-		if lock.HolderGone {
-			status = "gone: the next run takes the lock over"
+	}()
+	return a.view.Render(document{Version: versionStateList, JSON: jsonDoc, Text: func(w io.Writer) error {
+		fmt.Fprintf(a.io.Err, "state %s: lineage %s, serial %d, %d resources\n", db.Path(), lineage, serial, len(rows))
+		if lock != nil {
+			status := "running"
+			if lock.HolderGone {
+				status = "gone: the next run takes the lock over"
+			}
+			fmt.Fprintf(a.io.Err, "locked by %s (lock %s, pid %d on %s, user %s, since %s); holder %s\n",
+				lock.Operation, lock.LockID, lock.PID, lock.Host, lock.User, lock.AcquiredAt, status)
 		}
-		fmt.Fprintf(a.io.Err, "locked by %s (lock %s, pid %d on %s, user %s, since %s); holder %s\n",
-			lock.Operation, lock.LockID, lock.PID, lock.Host, lock.User, lock.AcquiredAt, status)
-	}
-	tw := tabwriter.NewWriter(a.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSTATUS\tSERIAL\tSPEC HASH")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Address, r.Status, r.Serial, shortHash(r.Hash))
-	}
-	return tw.Flush()
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ADDRESS\tSTATUS\tSERIAL\tSPEC HASH")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", r.Address, r.Status, r.Serial, shortHash(r.Hash))
+		}
+		return tw.Flush()
+	}})
 }
 
 // heldLock is the state lock as nlx state list shows it.

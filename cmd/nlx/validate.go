@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -10,7 +10,6 @@ import (
 )
 
 func newValidateCmd(a *app) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "validate [DIR]",
 		Short: "Check a config without reading the state",
@@ -18,10 +17,6 @@ func newValidateCmd(a *app) *cobra.Command {
 nlx schema and checks every cross-reference. Each error names file:line:col.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
-			if output != "text" && output != "json" {
-				return fmt.Errorf("unknown output format %q (want text or json)", output)
-			}
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
@@ -39,22 +34,21 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 			for _, n := range counts {
 				total += n
 			}
-			if output == "json" {
-				data, _ := json.Marshal(struct {
-					FormatVersion int            `json:"format_version"`
-					Valid         bool           `json:"valid"`
-					Resources     int            `json:"resources"`
-					Kinds         map[string]int `json:"kinds"`
-					ConfigHash    string         `json:"config_hash"`
-				}{1, true, total, counts, cfg.Inputs.Hash})
-				fmt.Fprintln(a.io.Out, string(data))
-				return nil
-			}
-			fmt.Fprintf(a.io.Out, "The configuration is valid: %d resources (1 host, %d providers, %d images, %d workspaces, %d connections, %d skills, %d jobs, %d preservations).\n",
-				total, counts["providers"], counts["images"], counts["workspaces"], counts["connections"], counts["skills"], counts["jobs"], counts["preservations"])
-			return nil
+			return a.view.Render(document{
+				Version: versionValidate,
+				JSON: struct {
+					Valid      bool           `json:"valid"`
+					Resources  int            `json:"resources"`
+					Kinds      map[string]int `json:"kinds"`
+					ConfigHash string         `json:"config_hash"`
+				}{true, total, counts, cfg.Inputs.Hash},
+				Text: func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "The configuration is valid: %d resources (1 host, %d providers, %d images, %d workspaces, %d connections, %d skills, %d jobs, %d preservations).\n",
+						total, counts["providers"], counts["images"], counts["workspaces"], counts["connections"], counts["skills"], counts["jobs"], counts["preservations"])
+					return err
+				},
+			})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"runtime/debug"
 
@@ -37,26 +37,24 @@ func nlxVersion() string {
 }
 
 func newVersionCmd(a *app) *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print nlx's version and the formats it reads",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a.output = output
-			if output == "json" {
-				data, _ := json.Marshal(map[string]any{
+			return a.view.Render(document{
+				Version: versionVersion,
+				JSON: map[string]any{
 					"version": nlxVersion(), "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH,
 					"plan_format_version": plan.FormatVersion, "state_schema_version": state.SchemaVersion(),
-				})
-				fmt.Fprintln(a.io.Out, string(data))
-				return nil
-			}
-			fmt.Fprintf(a.io.Out, "nlx version %s (%s %s/%s; plan format %d, state schema %d)\n",
-				nlxVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, plan.FormatVersion, state.SchemaVersion())
-			return nil
+				},
+				Text: func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "nlx version %s (%s %s/%s; plan format %d, state schema %d)\n",
+						nlxVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH, plan.FormatVersion, state.SchemaVersion())
+					return err
+				},
+			})
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }

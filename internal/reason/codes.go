@@ -82,6 +82,7 @@ const (
 	ProviderUserRoot     Code = "provider_user_root"
 	ProviderUserNoSwitch Code = "provider_user_unavailable"
 	ProviderUserMissing  Code = "provider_user_missing"
+	CannotLaunch         Code = "cannot_launch"
 	InvalidUsage         Code = "invalid_usage"
 	Failure              Code = "error"
 )
@@ -171,6 +172,8 @@ var table = []Entry{
 	{ProviderUserRoot, ExitError, AreaHost, "the provider would run as root"},
 	{ProviderUserNoSwitch, ExitError, AreaHost, "nlx, not root, cannot run the provider as another user"},
 	{ProviderUserMissing, ExitError, AreaHost, "the provider user does not exist and nlx may not create it"},
+
+	{CannotLaunch, ExitError, AreaHost, "nlx doctor found a gap that keeps a provider from launching safely here"},
 
 	{InvalidUsage, ExitError, AreaCLI, "a flag, flag value or argument the command does not take"},
 	{Failure, ExitError, AreaCLI, "any other failure (the message says what)"},

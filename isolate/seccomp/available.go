@@ -8,29 +8,19 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"golang.org/x/sys/unix"
 )
 
-// CodeUnavailable is the stable reason code of every *Error: the host (or
-// the runc binary) cannot enforce the filter, so nothing may be launched.
-const CodeUnavailable = "seccomp_unavailable"
-
-// Error says why a filter cannot be enforced. Msg says what is missing and
-// how to fix it; Fix is the fix alone, for nlx doctor.
-type Error struct {
-	Code string `json:"code"`
-	Msg  string `json:"message"`
-	Fix  string `json:"fix,omitempty"`
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Msg }
-
-func unavailable(fix, format string, args ...any) *Error {
+// unavailable is the error of a filter the host (or the runc binary)
+// cannot enforce, so nothing may be launched: seccomp_unavailable, with
+// the fix alone in Fix, for nlx doctor.
+func unavailable(fix, format string, args ...any) *reason.Error {
 	msg := fmt.Sprintf(format, args...)
 	if fix != "" {
 		msg += "; fix: " + fix
 	}
-	return &Error{Code: CodeUnavailable, Msg: msg, Fix: fix}
+	return &reason.Error{Code: reason.SeccompUnavailable, Msg: msg, Fix: fix}
 }
 
 // actionsAvail lists the filter actions the kernel supports (Linux 4.14
@@ -98,8 +88,8 @@ var host = probes{
 
 // Available reports whether this host can install the filter Program
 // builds: the kernel has seccomp filter mode and the errno and
-// kill_process actions. Otherwise it returns an *Error with Code
-// CodeUnavailable. It installs nothing.
+// kill_process actions. Otherwise it returns an *reason.Error with Code
+// reason.SeccompUnavailable. It installs nothing.
 func Available() error { return host.available() }
 
 func (p probes) available() error {

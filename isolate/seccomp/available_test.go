@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,14 +84,14 @@ func TestAvailable(t *testing.T) {
 				}
 				return
 			}
-			var e *Error
+			var e *reason.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("available: %v (%T), want an *Error", err, err)
+				t.Fatalf("available: %v (%T), want an *reason.Error", err, err)
 			}
-			if e.Code != CodeUnavailable || !strings.Contains(e.Msg, c.want) {
-				t.Errorf("got %s: %s, want %s with %q", e.Code, e.Msg, CodeUnavailable, c.want)
+			if e.Code != reason.SeccompUnavailable || !strings.Contains(e.Msg, c.want) {
+				t.Errorf("got %s: %s, want %s with %q", e.Code, e.Msg, reason.SeccompUnavailable, c.want)
 			}
-			if !strings.HasPrefix(err.Error(), CodeUnavailable+": ") {
+			if !strings.HasPrefix(err.Error(), string(reason.SeccompUnavailable)+": ") {
 				t.Errorf("Error() = %q, want it to start with the code", err.Error())
 			}
 		})
@@ -122,7 +123,7 @@ func TestRuncSupports(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		runc string
-		want string // "" for supported, "plain" for a non-*Error
+		want string // "" for supported, "plain" for a non-*reason.Error
 	}{
 		{"features, seccomp", fake(sprintf("true", ""), 0, version), ""},
 		{"features, no seccomp", fake(sprintf("false", ""), 0, version+"libseccomp: 2.5.4"), "without seccomp"},
@@ -136,7 +137,7 @@ func TestRuncSupports(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := RuncSupports(ctx, c.runc)
-			var e *Error
+			var e *reason.Error
 			switch {
 			case c.want == "":
 				if err != nil {
@@ -146,8 +147,8 @@ func TestRuncSupports(t *testing.T) {
 				if err == nil || errors.As(err, &e) {
 					t.Errorf("RuncSupports: %v, want a plain error", err)
 				}
-			case !errors.As(err, &e) || e.Code != CodeUnavailable || !strings.Contains(e.Msg, c.want):
-				t.Errorf("RuncSupports: %v, want %s with %q", err, CodeUnavailable, c.want)
+			case !errors.As(err, &e) || e.Code != reason.SeccompUnavailable || !strings.Contains(e.Msg, c.want):
+				t.Errorf("RuncSupports: %v, want %s with %q", err, reason.SeccompUnavailable, c.want)
 			}
 		})
 	}

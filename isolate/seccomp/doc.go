@@ -10,8 +10,8 @@
 // compiles the same profile, in pure Go, into the classic BPF program
 // bubblewrap loads from --seccomp FD, deciding exactly as the kernel does
 // with runc's. Available says whether the host kernel can enforce either,
-// RuncSupports whether a runc binary can; both fail with an *Error whose
-// Code is CodeUnavailable ("seccomp_unavailable"), for isolate to refuse
+// RuncSupports whether a runc binary can; both fail with an *reason.Error whose
+// Code is reason.SeccompUnavailable ("seccomp_unavailable"), for isolate to refuse
 // the launch and nlx doctor to report.
 //
 // The package does not install filters itself: the backends do, just

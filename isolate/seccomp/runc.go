@@ -21,7 +21,7 @@ const runcFix = "install a runc built with seccomp support (Debian's and Ubuntu'
 // every action, operator and the architecture the profile uses; a runc
 // without that command must name its libseccomp in `runc --version`, as
 // runc prints it only when built with seccomp. A runc that cannot is an
-// *Error with Code CodeUnavailable; one that does not run at all is a
+// *reason.Error with Code reason.SeccompUnavailable; one that does not run at all is a
 // plain error.
 //
 // runc 1.1.5 here prints, for example, "libseccomp: 2.5.4" in --version
