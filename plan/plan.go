@@ -7,6 +7,7 @@ package plan
 import (
 	"encoding/json"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -79,9 +80,9 @@ const (
 
 // Refusal codes: no approval can apply such a change; the config must change.
 const (
-	RefusedDisabledProvider     = "disabled_requested_provider"
-	RefusedImplicitSubstitution = "implicit_substitution"
-	RefusedRawSecret            = "raw_secret_value"
+	RefusedDisabledProvider     = string(reason.DisabledProvider)
+	RefusedImplicitSubstitution = string(reason.ImplicitSubstitution)
+	RefusedRawSecret            = string(reason.RawSecretValue)
 )
 
 // NeedsApproval reports whether a risk is cleared by an approval (all but

@@ -18,15 +18,6 @@ const (
 	FormatMarkdown Format = "markdown"
 )
 
-// ParseFormat checks a --output value.
-func ParseFormat(s string) (Format, error) {
-	switch f := Format(s); f {
-	case FormatText, FormatJSON, FormatMarkdown:
-		return f, nil
-	}
-	return "", fmt.Errorf("unknown output format %q (want text, json or markdown)", s)
-}
-
 // View renders plans in one format.
 type View struct {
 	Format Format

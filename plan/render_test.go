@@ -211,37 +211,6 @@ func TestSummaryLine(t *testing.T) {
 	}
 }
 
-func TestParseFormat(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    Format
-		wantErr bool
-	}{
-		{"text", FormatText, false},
-		{"json", FormatJSON, false},
-		{"markdown", FormatMarkdown, false},
-		{"", "", true},
-		{"md", "", true},
-		{"yaml", "", true},
-		{"JSON", "", true},
-		{"Text", "", true},
-		{" json", "", true},
-		{"json\n", "", true},
-		{"text,json", "", true},
-	}
-	for _, tt := range tests {
-		t.Run(strconv.Quote(tt.in), func(t *testing.T) {
-			got, err := ParseFormat(tt.in)
-			if got != tt.want || (err != nil) != tt.wantErr {
-				t.Errorf("ParseFormat(%q) = %q, %v; want %q, error %v", tt.in, got, err, tt.want, tt.wantErr)
-			}
-			if err != nil && !strings.Contains(err.Error(), strconv.Quote(tt.in)) {
-				t.Errorf("error %q does not name the format %q", err, tt.in)
-			}
-		})
-	}
-}
-
 func TestActionSymbols(t *testing.T) {
 	tests := []struct {
 		a                                 Action

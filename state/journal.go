@@ -328,12 +328,12 @@ var ErrNothingToResolve = &reason.Error{Code: reason.NothingToResolve, Msg: "no 
 // under the lock. It never carries anything out: "applied" records in the
 // state what was dispatched, "not_applied" records that nothing happened,
 // so a later plan may do it again. Both bump the serial.
-func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, reason string) (resolved int, serial int64, err error) {
+func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, why string) (resolved int, serial int64, err error) {
 	if outcome == "not-applied" {
 		outcome = reconcile.OutcomeNotApplied
 	}
 	if outcome != reconcile.OutcomeApplied && outcome != reconcile.OutcomeNotApplied {
-		return 0, 0, fmt.Errorf("outcome %q: want applied or not-applied", outcome)
+		return 0, 0, reason.New(reason.InvalidUsage, "outcome %q: want applied or not-applied", outcome)
 	}
 	err = db.write(ctx, func(tx *sql.Tx) error {
 		if err := holds(ctx, tx, lockID); err != nil {
@@ -354,7 +354,7 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, reas
 				return fmt.Errorf("%s was dispatched by apply %d, which may still run; run nlx apply or nlx plan first", address, r.applyID)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO resolutions (journal_id, address, outcome, actor, reason, at) VALUES (?, ?, ?, ?, ?, ?)`,
-				r.id, address, outcome, actor, reason, at); err != nil {
+				r.id, address, outcome, actor, why, at); err != nil {
 				return fmt.Errorf("record resolution: %w", err)
 			}
 			resolved++
@@ -397,7 +397,7 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, reas
 			return fmt.Errorf("record %s as applied: %w", address, err)
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, 'committed', ?, ?)`,
-			last.applyID, address, last.action, at, "resolved as applied by "+actor+": "+reason)
+			last.applyID, address, last.action, at, "resolved as applied by "+actor+": "+why)
 		return err
 	})
 	return resolved, serial, err

@@ -104,7 +104,7 @@ func (db *DB) Unlock(ctx context.Context, lockID string) error {
 			return fmt.Errorf("release lock: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("%w: no lock %s", ErrNotLocked, lockID)
+			return fmt.Errorf("%w: no lock %s is held (nlx state list shows who holds the state)", ErrNotLocked, lockID)
 		}
 		return nil
 	})

@@ -3,9 +3,9 @@ package state
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	_ "modernc.org/sqlite"
 )
 
@@ -23,7 +23,7 @@ type ProcessRow struct {
 }
 
 // ErrNoProcess means no process has that launch id.
-var ErrNoProcess = errors.New("no such launch")
+var ErrNoProcess = &reason.Error{Code: reason.NoSuchLaunch, Msg: "no such launch"}
 
 // RecordProcess records a launch's identity before the launch counts as
 // running.

@@ -60,7 +60,8 @@ the state; nlx apply creates it); credential homes live under
 $NLX_CREDENTIAL_ROOT (default: credentials/ beside the state); skill packages
 under $NLX_SKILL_ROOT (default: skills/ beside the state; nlx apply installs
 them).`,
-		Args: cobra.MinimumNArgs(1),
+		Args:        cobra.MinimumNArgs(1),
+		Annotations: textOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return execRun(cmd.Context(), a, opts, args)
 		},

@@ -43,7 +43,13 @@ func (a *app) report(err error) ExitCode {
 	}
 	code, exit := classify(err)
 	if a.view == nil {
-		a.view = newView(formatText, a.io.Out, a.io.Err)
+		// cobra refused the arguments before the view was chosen: the
+		// --output it parsed, when it is a format at all.
+		f := format(a.outputFlag)
+		if f != formatJSON && f != formatMarkdown {
+			f = formatText
+		}
+		a.view = newView(f, a.io.Out, a.io.Err)
 	}
 	a.view.Error(err, code)
 	return exit

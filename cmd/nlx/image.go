@@ -115,8 +115,7 @@ func newImagePushCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.io.Out, "%s@%s\n", args[1], d)
-			return nil
+			return a.say(versionImagePush, map[string]any{"ref": args[1], "digest": d.String()}, "%s@%s", args[1], d)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "config", ".", "config `DIR`")
@@ -167,8 +166,7 @@ func newImagePullCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(a.io.Out, d)
-			return nil
+			return a.say(versionImagePull, map[string]any{"digest": d.String()}, "%s", d)
 		},
 	}
 }

@@ -5,9 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/nlx-dev/nlx/images"
+	"github.com/spf13/cobra"
 )
 
 func newImageInspectCmd(a *app) *cobra.Command {
@@ -40,35 +39,5 @@ manifest and config, and every layer with its digest and size.`,
 			}})
 		},
 	}
-	return cmd
-}
-
-func newImageUnpackCmd(a *app) *cobra.Command {
-	var platform string
-	cmd := &cobra.Command{
-		Use:   "unpack REF|DIR DEST --platform linux/arm64",
-		Short: "Write a platform's root file system, refusing hostile layers",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := images.ParsePlatform(platform)
-			if err != nil {
-				return err
-			}
-			idx, err := loadIndex(cmd.Context(), a, args[0])
-			if err != nil {
-				return err
-			}
-			img, err := images.PlatformImage(idx, p)
-			if err != nil {
-				return err
-			}
-			if err := images.Unpack(cmd.Context(), img, args[1]); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.io.Out, "Unpacked %s for %s into %s.\n", args[0], p, args[1])
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&platform, "platform", "linux/arm64", "platform to unpack")
 	return cmd
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/reconcile"
@@ -30,8 +28,8 @@ host operator or an admin of the resource's workspace in the applied state.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.io.Out, "Resolved %d unknown outcome(s) of %s as %s. State serial %d.\n", n, args[0], outcome, serial)
-				return nil
+				return a.say(versionResolve, map[string]any{"address": args[0], "outcome": outcome, "resolved": n, "serial": serial},
+					"Resolved %d unknown outcome(s) of %s as %s. State serial %d.", n, args[0], outcome, serial)
 			})
 		},
 	}

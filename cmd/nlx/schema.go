@@ -22,7 +22,8 @@ tool itself can check a config's structure:
 
 Cross-references (a job's connection belongs to its workspace, ...) and
 skill packages are checked by nlx validate, not by the schema alone.`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: textOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, err := a.io.Out.Write(schema.Export())
 			return err

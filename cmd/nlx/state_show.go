@@ -32,7 +32,7 @@ func showStateRun(ctx context.Context, a *app, db *state.DB, address string) err
 		return err
 	}
 	if r == nil {
-		return reason.New("not_in_state", "no resource %s in the state (addresses are kind.name, see nlx state list)", address)
+		return reason.New(reason.NotInState, "no resource %s in the state (addresses are kind.name, see nlx state list)", address)
 	}
 	jsonDoc := func() any {
 		return (map[string]any{

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/state"
@@ -22,8 +20,7 @@ over a lock by itself when it can prove the holder dead on this host.`,
 				if err := db.Unlock(ctx, args[0]); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.io.Out, "Released state lock %s.\n", args[0])
-				return nil
+				return a.say(versionStateUnlock, map[string]any{"released": args[0]}, "Released state lock %s.", args[0])
 			})
 		},
 	}

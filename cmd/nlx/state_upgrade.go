@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/nlx-dev/nlx/state"
@@ -25,8 +23,8 @@ upgrade it first, as this command does.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.io.Out, "State %s is at schema version %d.\n", db.Path(), len(ms))
-				return nil
+				return a.say(versionStateUpgrade, map[string]any{"state": db.Path(), "schema_version": len(ms)},
+					"State %s is at schema version %d.", db.Path(), len(ms))
 			})
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/state"
 	"github.com/spf13/cobra"
@@ -28,7 +29,7 @@ proven gone it writes a stop receipt and releases the identity.`,
 					return err
 				}
 				if row.Status != "running" {
-					return fmt.Errorf("launch %s already stopped at %s", args[0], row.StoppedAt)
+					return reason.New(reason.LaunchStopped, "launch %s already stopped at %s", args[0], row.StoppedAt)
 				}
 				var id isolate.Identity
 				if err := json.Unmarshal([]byte(row.Identity), &id); err != nil {
@@ -38,8 +39,8 @@ proven gone it writes a stop receipt and releases the identity.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.io.Out, "Stopped %s: %s (%d terminated, %d killed).\n", args[0], rc.Outcome, rc.Terminated, rc.Killed)
-				return nil
+				return a.say(versionStop, map[string]any{"launch_id": args[0], "receipt": rc},
+					"Stopped %s: %s (%d terminated, %d killed).", args[0], rc.Outcome, rc.Terminated, rc.Killed)
 			})
 		},
 	}

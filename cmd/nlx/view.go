@@ -69,7 +69,9 @@ const (
 	versionStateUnlock  = 1 // nlx state unlock
 	versionStateUpgrade = 1 // nlx state upgrade
 	versionStop         = 1 // nlx stop
-	versionSchema       = 1 // nlx schema
+	versionImagePush    = 1 // nlx image push
+	versionImagePull    = 1 // nlx image pull
+	versionImageUnpack  = 1 // nlx image unpack
 )
 
 // document is one command's result, in every format it has. Exactly one of
@@ -265,4 +267,13 @@ func usageCodes(cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		usageCodes(sub)
 	}
+}
+
+// say renders a result that is one line of text for people and the fields
+// of doc for programs.
+func (a *app) say(version int, doc any, format string, args ...any) error {
+	return a.view.Render(document{Version: version, JSON: doc, Text: func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, format+"\n", args...)
+		return err
+	}})
 }

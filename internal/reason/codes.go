@@ -68,6 +68,8 @@ const (
 	ProviderFeatureOff   Code = "provider_feature_off"
 	SkillNotInstalled    Code = "skill_not_installed"
 	InvalidAppliedSpec   Code = "invalid_applied_spec"
+	NoSuchLaunch         Code = "no_such_launch"
+	LaunchStopped        Code = "launch_already_stopped"
 	UnknownPolicy        Code = "unknown_policy"
 	WorkspaceOutsideRoot Code = "workspace_outside_root"
 	CredentialHomeUnsafe Code = "credential_home_unsafe"
@@ -143,7 +145,7 @@ var table = []Entry{
 	{ImageNotAvailable, ExitError, AreaImage, "the pinned digest is neither in the image store nor in a registry"},
 	{ImageRefMoved, ExitError, AreaImage, "a tag points elsewhere than when the plan was made"},
 	{AbsolutePath, ExitError, AreaImage, "a layer entry has an absolute name"},
-	{PathTraversal, ExitError, AreaImage, "a layer entry climbs out of the root with .."},
+	{PathTraversal, ExitError, AreaImage, "a layer entry climbs out of the root through a parent directory (..)"},
 	{EscapingLink, ExitError, AreaImage, "a layer symlink points outside the root"},
 	{LinkInPath, ExitError, AreaImage, "a layer entry would be written through a symlink"},
 	{EscapingHardlink, ExitError, AreaImage, "a layer hardlink names a file outside the root or not yet unpacked"},
@@ -157,6 +159,8 @@ var table = []Entry{
 	{ProviderFeatureOff, ExitError, AreaLaunch, "the provider needs a feature flag nothing turns on"},
 	{SkillNotInstalled, ExitError, AreaLaunch, "an applied skill's package is not in the skill store"},
 	{InvalidAppliedSpec, ExitError, AreaLaunch, "an applied spec nlx cannot read"},
+	{NoSuchLaunch, ExitError, AreaLaunch, "no launch with that id is recorded (nlx ps --all lists them)"},
+	{LaunchStopped, ExitError, AreaLaunch, "nlx stop named a launch that has already stopped"},
 	{UnknownPolicy, ExitError, AreaLaunch, "the workspace's policy is not one nlx knows"},
 	{WorkspaceOutsideRoot, ExitError, AreaLaunch, "the workspace directory is not inside the workspace root"},
 	{CredentialHomeUnsafe, ExitError, AreaLaunch, "the credential home is a symlink, escapes its root, or cannot be opened"},
