@@ -245,8 +245,10 @@ func TestError(t *testing.T) {
 // presenter is a typed error that presents itself as a reason error.
 type presenter struct{}
 
-func (presenter) Error() string        { return "typed" }
-func (p presenter) As(target any) bool { return Present(target, &Error{Code: NoState, Msg: "typed", Err: p}) }
+func (presenter) Error() string { return "typed" }
+func (p presenter) As(target any) bool {
+	return Present(target, &Error{Code: NoState, Msg: "typed", Err: p})
+}
 
 func TestPresent(t *testing.T) {
 	err := fmt.Errorf("open: %w", presenter{})
