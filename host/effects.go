@@ -67,6 +67,15 @@ func DefaultSkillRoot(statePath string) string {
 	return filepath.Join(filepath.Dir(statePath), "skills")
 }
 
+// DefaultCredentialRoot is $NLX_CREDENTIAL_ROOT, else "credentials" beside
+// the state file: every owner's credential homes.
+func DefaultCredentialRoot(statePath string) string {
+	if r := os.Getenv("NLX_CREDENTIAL_ROOT"); r != "" {
+		return r
+	}
+	return filepath.Join(filepath.Dir(statePath), "credentials")
+}
+
 // Dir is the directory of workspace name.
 func (h *Effects) Dir(name string) string { return filepath.Join(h.WorkspaceRoot, name) }
 

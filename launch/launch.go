@@ -11,10 +11,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/nlx-dev/nlx/host"
+	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/internal/bytesize"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
@@ -33,9 +35,54 @@ const (
 
 // Applied is the applied state as a launch reads it.
 type Applied interface {
-	// Resource returns the applied spec and status of the resource at
+	// AppliedSpec returns the applied spec and status of the resource at
 	// address (kind.name); found is false when there is none.
-	Resource(ctx context.Context, address string) (spec []byte, status string, found bool, err error)
+	AppliedSpec(ctx context.Context, address string) (spec []byte, status string, found bool, err error)
+}
+
+// Spec is a launch as a caller asks for it: the target and what to run.
+type Spec struct {
+	Target
+	Command []string        // the program and its arguments
+	HostEnv []string        // the caller's environment; the request's allowlist filters it
+	Backend isolate.Backend // "" picks one
+	// InImage runs the launch in the workspace's native image (unpacked
+	// from Images for this host's platform) instead of a read-only view
+	// of the host.
+	InImage bool
+	Images  *images.Store
+}
+
+// Prepare resolves s from the applied state and completes its request:
+// the command, the environment, the backend, who it runs as (providers
+// never run as root: an nlx running as root runs them as the host's
+// provider user) and, in the image, its root file system.
+func Prepare(ctx context.Context, st Applied, h Host, s Spec) (*Launch, error) {
+	l, err := Resolve(ctx, st, h, s.Target)
+	if err != nil {
+		return nil, err
+	}
+	req := &l.Request
+	if os.Geteuid() == 0 {
+		u, err := host.ProviderUser(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req.User = &isolate.User{UID: u.UID, GID: u.GID}
+	}
+	req.Command, req.HostEnv, req.Backend = s.Command, s.HostEnv, s.Backend
+	if s.InImage {
+		if l.ImageDigest == "" {
+			return nil, refuse(reason.InvalidRequest, "workspace %s has no image", s.Workspace)
+		}
+		if s.Images == nil {
+			return nil, refuse(reason.InvalidRequest, "workspace %s: no image store to unpack its image from", s.Workspace)
+		}
+		if req.RootFS, err = ImageRootFS(ctx, s.Images, l.ImageDigest); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 // Host is where this host keeps what launches mount.
@@ -160,7 +207,7 @@ func SkillDir(root, name, digest string) (string, error) {
 // applied or is held.
 func read(ctx context.Context, st Applied, kind schema.Kind, name string, v any) error {
 	addr := string(kind) + "." + name
-	spec, status, found, err := st.Resource(ctx, addr)
+	spec, status, found, err := st.AppliedSpec(ctx, addr)
 	switch {
 	case err != nil:
 		return fmt.Errorf("read %s from the state: %w", addr, err)

@@ -24,7 +24,7 @@ type applied map[string]res
 
 var _ Applied = applied{}
 
-func (a applied) Resource(_ context.Context, address string) ([]byte, string, bool, error) {
+func (a applied) AppliedSpec(_ context.Context, address string) ([]byte, string, bool, error) {
 	r, ok := a[address]
 	if !ok {
 		return nil, "", false, nil

@@ -134,6 +134,16 @@ func (db *DB) Resource(ctx context.Context, address string) (*Row, error) {
 	return &r, nil
 }
 
+// AppliedSpec is the applied spec and status of the resource at address,
+// as launches read it (launch.Applied); found is false when there is none.
+func (db *DB) AppliedSpec(ctx context.Context, address string) (spec []byte, status string, found bool, err error) {
+	r, err := db.Resource(ctx, address)
+	if err != nil || r == nil {
+		return nil, "", false, err
+	}
+	return r.Spec, r.Status, true, nil
+}
+
 // Rows lists every resource with its bookkeeping, by address.
 func (db *DB) Rows(ctx context.Context) ([]Row, error) {
 	rows, err := db.rdb.QueryContext(ctx, `SELECT address, kind, name, spec_hash, status, serial, updated_at FROM resources ORDER BY address`)

@@ -2,26 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
-	"github.com/nlx-dev/nlx/host"
-	"github.com/nlx-dev/nlx/images"
-	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
-	"github.com/nlx-dev/nlx/state"
 )
 
 type execOptions struct {
@@ -77,15 +67,6 @@ them).`,
 	return cmd
 }
 
-// credentialRoot is $NLX_CREDENTIAL_ROOT, else "credentials" beside the
-// state file.
-func credentialRoot(statePath string) string {
-	if r := os.Getenv("NLX_CREDENTIAL_ROOT"); r != "" {
-		return r
-	}
-	return filepath.Join(filepath.Dir(statePath), "credentials")
-}
-
 func execRun(ctx context.Context, a *app, opts *execOptions, command []string) error {
 	statePath, err := a.resolveState()
 	if err != nil {
@@ -96,33 +77,21 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 		return err
 	}
 	defer db.Close()
-	paths, err := launchHost(statePath)
+	paths, err := launch.HostFor(statePath)
 	if err != nil {
 		return err
 	}
-	l, err := launch.Resolve(ctx, appliedState{db}, paths, launch.Target{Workspace: opts.workspace, Connection: opts.connection})
+	store, err := a.imageStore()
 	if err != nil {
 		return err
 	}
-	req := &l.Request
-	if os.Geteuid() == 0 {
-		// Providers never run as root: as the host's provider user.
-		u, err := host.ProviderUser(ctx)
-		if err != nil {
-			return err
-		}
-		req.User = &isolate.User{UID: u.UID, GID: u.GID}
-	}
-	req.Command = command
-	req.HostEnv = os.Environ()
-	req.Backend = isolate.Backend(opts.backend)
-	if opts.inImage {
-		if l.ImageDigest == "" {
-			return &reason.Error{Code: reason.InvalidRequest, Msg: fmt.Sprintf("workspace %s has no image", opts.workspace)}
-		}
-		if req.RootFS, err = imageRootFS(ctx, a, l.ImageDigest); err != nil {
-			return err
-		}
+	l, err := launch.Prepare(ctx, db, paths, launch.Spec{
+		Target:  launch.Target{Workspace: opts.workspace, Connection: opts.connection},
+		Command: command, HostEnv: os.Environ(), Backend: isolate.Backend(opts.backend),
+		InImage: opts.inImage, Images: store,
+	})
+	if err != nil {
+		return err
 	}
 	// SIGINT, SIGTERM or SIGHUP to nlx exec stops the launch as nlx stop
 	// would. The sandbox is in its own process group and session, so a
@@ -131,9 +100,13 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	rec := &processRecorder{db: db}
-	reapGone(ctx, a, db, rec)
-	p, err := isolate.Launch(ctx, *req, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
+	rec := launch.Recorder{DB: db}
+	if reaped, err := launch.ReapGone(ctx, rec); err == nil {
+		for _, id := range reaped {
+			fmt.Fprintf(a.io.Err, "nlx: launch %s had ended unrecorded (the nlx that ran it died); its receipt is written\n", id)
+		}
+	}
+	p, err := isolate.Launch(ctx, l.Request, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
 		Stdin: a.io.In, Stdout: a.io.Out, Stderr: a.io.Err})
 	if err != nil {
 		return err
@@ -184,129 +157,4 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 		return exitStatus(ExitError)
 	}
 	return nil
-}
-
-// reapGone writes the receipts of launches recorded as running whose tree
-// is proven gone: an nlx that died (killed, or its terminal gone) left
-// them so. Failures only leave them for the next run.
-func reapGone(ctx context.Context, a *app, db *state.DB, rec *processRecorder) {
-	rows, err := db.Processes(ctx, false)
-	if err != nil {
-		return
-	}
-	for _, r := range rows {
-		var id isolate.Identity
-		if json.Unmarshal([]byte(r.Identity), &id) != nil {
-			continue
-		}
-		if gone, err := isolate.Gone(id); err != nil || !gone {
-			continue
-		}
-		if _, err := isolate.Stop(ctx, id, 0, rec); err == nil {
-			fmt.Fprintf(a.io.Err, "nlx: launch %s had ended unrecorded (the nlx that ran it died); its receipt is written\n", r.LaunchID)
-		}
-	}
-}
-
-// launchHost is where this host keeps what launches mount, beside the
-// state unless the environment says otherwise.
-func launchHost(statePath string) (launch.Host, error) {
-	var h launch.Host
-	var err error
-	if h.WorkspaceRoot, err = filepath.Abs(host.DefaultWorkspaceRoot(statePath)); err != nil {
-		return h, err
-	}
-	if h.CredentialRoot, err = filepath.Abs(credentialRoot(statePath)); err != nil {
-		return h, err
-	}
-	if h.SkillRoot, err = filepath.Abs(host.DefaultSkillRoot(statePath)); err != nil {
-		return h, err
-	}
-	return h, nil
-}
-
-// appliedState is the state as launch reads it.
-type appliedState struct{ db *state.DB }
-
-var _ launch.Applied = appliedState{}
-
-func (s appliedState) Resource(ctx context.Context, address string) ([]byte, string, bool, error) {
-	r, err := s.db.Resource(ctx, address)
-	if err != nil || r == nil {
-		return nil, "", false, err
-	}
-	return r.Spec, r.Status, true, nil
-}
-
-// processRecorder keeps launch identities and stop receipts in the state.
-type processRecorder struct {
-	db *state.DB
-}
-
-var _ isolate.Recorder = (*processRecorder)(nil)
-
-func (r *processRecorder) Record(ctx context.Context, id isolate.Identity) error {
-	data, err := json.Marshal(id)
-	if err != nil {
-		return err
-	}
-	return r.db.RecordProcess(ctx, state.ProcessRow{LaunchID: id.LaunchID, Workspace: id.Workspace, PID: id.PID,
-		StartedAt: id.Started.UTC().Format(time.RFC3339Nano), Identity: string(data)})
-}
-
-func (r *processRecorder) Receipt(ctx context.Context, launchID string, rc isolate.Receipt) error {
-	data, err := json.Marshal(rc)
-	if err != nil {
-		return err
-	}
-	err = r.db.StopProcess(ctx, launchID, string(data), rc.Stopped.UTC().Format(time.RFC3339Nano))
-	if errors.Is(err, state.ErrNoProcess) {
-		// Two stoppers (nlx stop, and the nlx exec whose process it ended)
-		// both proved the tree gone; the first receipt stands.
-		if row, rerr := r.db.Process(ctx, launchID); rerr == nil && row.Status == "stopped" {
-			return nil
-		}
-	}
-	return err
-}
-
-// imageRootFS unpacks the image the applied workspace is pinned to, from
-// the store, for this host's platform, once per digest, with the mount
-// points a launch needs.
-func imageRootFS(ctx context.Context, a *app, digest string) (string, error) {
-	store, err := a.imageStore()
-	if err != nil {
-		return "", err
-	}
-	d, err := v1.NewHash(digest)
-	if err != nil {
-		return "", &reason.Error{Code: reason.InvalidAppliedSpec, Msg: fmt.Sprintf("image digest %q: %v", digest, err)}
-	}
-	p, err := images.ParsePlatform("linux/" + runtime.GOARCH)
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(store.Dir, "rootfs", d.Hex, strings.ReplaceAll(p.String(), "/", "-"))
-	if _, err := os.Stat(dir); err == nil {
-		// Unpacked by an nlx that may not have made the mount points.
-		return dir, isolate.PrepareRootFS(dir)
-	}
-	idx, err := store.Index(d)
-	if err != nil {
-		return "", err
-	}
-	img, err := images.PlatformImage(idx, p)
-	if err != nil {
-		return "", err
-	}
-	tmp := dir + ".tmp"
-	os.RemoveAll(tmp)
-	if err := images.Unpack(ctx, img, tmp); err != nil {
-		return "", err
-	}
-	// The mount points bubblewrap, as the provider's user, cannot make.
-	if err := isolate.PrepareRootFS(tmp); err != nil {
-		return "", err
-	}
-	return dir, os.Rename(tmp, dir)
 }

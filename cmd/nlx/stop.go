@@ -7,6 +7,7 @@ import (
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/launch"
 	"github.com/nlx-dev/nlx/state"
 	"github.com/spf13/cobra"
 )
@@ -35,7 +36,7 @@ proven gone it writes a stop receipt and releases the identity.`,
 				if err := json.Unmarshal([]byte(row.Identity), &id); err != nil {
 					return fmt.Errorf("launch %s: %w", args[0], err)
 				}
-				rc, err := isolate.Stop(ctx, id, grace, &processRecorder{db: db})
+				rc, err := isolate.Stop(ctx, id, grace, launch.Recorder{DB: db})
 				if err != nil {
 					return err
 				}
