@@ -1,0 +1,3 @@
+// Package arch holds no code: its test enforces the import rules of
+// docs/architecture.md over the whole module.
+package arch
