@@ -27,7 +27,7 @@ type ApproveOptions struct {
 // Approve records, for each chosen change of p, one approval per risk that
 // needs one, by opts.Actor. The state must still be the one p was made
 // against; the actor's role is read from it.
-func Approve(ctx context.Context, store Store, p *plan.Plan, opts ApproveOptions) ([]Approval, error) {
+func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts ApproveOptions) ([]Approval, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -137,7 +137,10 @@ func needsApproval(c *plan.Change) bool {
 
 // Resolver is the part of the state nlx resolve needs beyond Store.
 type Resolver interface {
-	Store
+	Locker
+	MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, error)
+	Unknowns(ctx context.Context) ([]plan.Unknown, error)
+	Authority(ctx context.Context) (*Authority, error)
 	// Resolve records the outcome of address's unknown effects under the
 	// lock; it returns how many it resolved and the serial after.
 	Resolve(ctx context.Context, lockID, address, outcome, actor, why string) (int, int64, error)

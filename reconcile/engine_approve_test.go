@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -24,6 +25,9 @@ func (f *fixture) planBy(actor string) *plan.Plan {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	if f.snapshot != nil {
+		f.snapshot(snap)
+	}
 	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: snap, ConfigDir: f.dir, NlxVersion: "test", Actor: actor})
 	if err != nil {
 		f.t.Fatal(err)
@@ -35,7 +39,7 @@ func (f *fixture) planBy(actor string) *plan.Plan {
 }
 
 func (f *fixture) approve(p *plan.Plan, actor string, changes ...string) error {
-	_, err := reconcile.Approve(context.Background(), f.db, p, reconcile.ApproveOptions{
+	_, err := reconcile.Approve(context.Background(), f.store, p, reconcile.ApproveOptions{
 		Actor: actor, Reason: "reviewed", Changes: changes, Expires: time.Hour,
 	})
 	return err
@@ -103,8 +107,14 @@ func TestApprovalRules(t *testing.T) {
 		{name: "reused: an approval already used", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"alice", nil, ""}},
 			before: func(f *fixture, p *plan.Plan) {
-				f.sqlExec(`INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES ('sha256:other', 'l', 'ci', 1, 1, 'now', 'completed')`)
-				f.sqlExec(`UPDATE approvals SET consumed_at = 'now', consumed_by = (SELECT max(id) FROM applies) WHERE address = 'workspace.alice'`)
+				f.store.approvals = func(as []reconcile.Approval) []reconcile.Approval {
+					for i := range as {
+						if as[i].Address == "workspace.alice" {
+							as[i].Consumed, as[i].ConsumedBy = true, 99
+						}
+					}
+					return as
+				}
 			},
 			apply: reason.ApprovalMissing, msg: "was used by apply"},
 		{name: "other plan hash", edit: riskyEdits, plannedBy: "ci",
@@ -125,7 +135,13 @@ func TestApprovalRules(t *testing.T) {
 				// workspace, under the same serial (as a restored backup
 				// might): the plan is no longer what nlx plans from that
 				// state, whatever approvals it has.
-				f.sqlExec(`UPDATE resources SET spec = replace(spec, '"bob":"admin"', '"bob":"member"') WHERE address = 'workspace.bob'`)
+				f.store.locked = func(s *reconcile.Snapshot) {
+					for i := range s.Resources {
+						if s.Resources[i].Address() == "workspace.bob" {
+							s.Resources[i].Spec = bytes.ReplaceAll(s.Resources[i].Spec, []byte(`"bob":"admin"`), []byte(`"bob":"member"`))
+						}
+					}
+				}
 			},
 			apply: reason.PlanNotDerivable, msg: "leaves out the change to workspace.bob"},
 		{name: "two-person rule: the plan's author", edit: riskyEdits, plannedBy: "alice",
@@ -184,7 +200,7 @@ func TestApproveStalePlan(t *testing.T) {
 	if got := refusal(other.approve(p, "alice")); got != reason.LineageMismatch {
 		t.Errorf("approve against another state: got %q, want lineage_mismatch", got)
 	}
-	f.sqlExec(`UPDATE lineage SET serial = serial + 1`)
+	f.store.serial = 1 // another apply moved the state on
 	if got := refusal(f.approve(p, "alice")); got != reason.StalePlan {
 		t.Errorf("approve of a stale plan: got %q, want stale_plan", got)
 	}

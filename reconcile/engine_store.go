@@ -91,19 +91,22 @@ type ApplyResult struct {
 	Err       error
 }
 
-// Store is the state as the reconciler sees it.
-type Store interface {
-	// Snapshot reads lineage, serial and resources consistently, for a
-	// plan; it fails with *LockedError while a live run is changing the
-	// state.
-	Snapshot(ctx context.Context) (*Snapshot, error)
-	// SnapshotLocked is Snapshot for the holder of the lock lockID.
-	SnapshotLocked(ctx context.Context, lockID string) (*Snapshot, error)
-	// Meta reads lineage and serial.
-	Meta(ctx context.Context) (lineage string, serial int64, err error)
+// Locker is the state's single-writer lock.
+type Locker interface {
 	// Lock takes the single-writer lock or fails with *LockedError.
 	Lock(ctx context.Context, operation string) (*Lock, error)
 	Unlock(ctx context.Context, lockID string) error
+}
+
+// Store is the state as Apply sees it: the lock, the journal and the
+// resources an apply changes.
+type Store interface {
+	Locker
+	// SnapshotLocked reads lineage, serial and resources consistently,
+	// for the holder of the lock lockID.
+	SnapshotLocked(ctx context.Context, lockID string) (*Snapshot, error)
+	// Meta reads lineage and serial.
+	Meta(ctx context.Context) (lineage string, serial int64, err error)
 	// BeginApply checks that the lock is held, that lineage and serial are
 	// still those the plan was made from, bumps the serial and records the
 	// apply, all in one transaction. It returns the apply id and new serial.
@@ -130,8 +133,15 @@ type Store interface {
 	Authority(ctx context.Context) (*Authority, error)
 	// Approvals lists the approvals recorded for a plan.
 	Approvals(ctx context.Context, planHash string) ([]Approval, error)
-	// RecordApprovals stores approvals under the lock.
-	RecordApprovals(ctx context.Context, lockID string, approvals []Approval) error
 	// FinishApply records how the apply ended.
 	FinishApply(ctx context.Context, applyID int64, r ApplyResult) error
+}
+
+// ApprovalStore is the state as Approve sees it.
+type ApprovalStore interface {
+	Locker
+	Meta(ctx context.Context) (lineage string, serial int64, err error)
+	Authority(ctx context.Context) (*Authority, error)
+	// RecordApprovals stores approvals under the lock.
+	RecordApprovals(ctx context.Context, lockID string, approvals []Approval) error
 }

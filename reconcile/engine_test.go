@@ -22,6 +22,49 @@ type fixture struct {
 	t   *testing.T
 	dir string
 	db  *state.DB
+	// snapshot, when set, changes the applied state a plan is made from:
+	// what the state gets from outside an apply (a held import, a dead
+	// apply's unknown outcome), as the planner sees it.
+	snapshot func(*reconcile.Snapshot)
+	// store is the state as apply and approve see it: the real one, with
+	// what tests change of it between plan and apply.
+	store *tampered
+}
+
+// tampered is a real state whose reads a test changes, as the world
+// outside nlx might between a plan and its apply (a restored backup, an
+// approval another apply used, a serial moved on).
+type tampered struct {
+	*state.DB
+	approvals func([]reconcile.Approval) []reconcile.Approval
+	locked    func(*reconcile.Snapshot) // the snapshot apply reads under the lock
+	serial    int64                     // added to the serial Meta reads
+}
+
+var (
+	_ reconcile.Store         = (*tampered)(nil)
+	_ reconcile.ApprovalStore = (*tampered)(nil)
+)
+
+func (t *tampered) Approvals(ctx context.Context, planHash string) ([]reconcile.Approval, error) {
+	a, err := t.DB.Approvals(ctx, planHash)
+	if err == nil && t.approvals != nil {
+		a = t.approvals(a)
+	}
+	return a, err
+}
+
+func (t *tampered) SnapshotLocked(ctx context.Context, lockID string) (*reconcile.Snapshot, error) {
+	s, err := t.DB.SnapshotLocked(ctx, lockID)
+	if err == nil && t.locked != nil {
+		t.locked(s)
+	}
+	return s, err
+}
+
+func (t *tampered) Meta(ctx context.Context) (string, int64, error) {
+	l, s, err := t.DB.Meta(ctx)
+	return l, s + t.serial, err
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -33,7 +76,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return &fixture{t: t, dir: dir, db: db}
+	return &fixture{t: t, dir: dir, db: db, store: &tampered{DB: db}}
 }
 
 func copyDir(t *testing.T, src, dst string) {
@@ -58,7 +101,7 @@ func (f *fixture) apply(p *plan.Plan, opts reconcile.ApplyOptions) (*reconcile.L
 	if opts.Config == nil {
 		opts.Config = f.load
 	}
-	return reconcile.Apply(context.Background(), f.db, p, opts)
+	return reconcile.Apply(context.Background(), f.store, p, opts)
 }
 
 // load evaluates the fixture's config, as apply's re-derivation does.

@@ -2,15 +2,12 @@ package reconcile_test
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
-
-	_ "modernc.org/sqlite"
 
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
@@ -59,17 +56,15 @@ func (f *fixture) appendFile(file, text string) {
 	}
 }
 
-// sqlExec runs SQL on the fixture's state file directly: what the state
-// gets from outside an apply (imports, a dead apply) is set up this way.
-func (f *fixture) sqlExec(query string, args ...any) {
-	f.t.Helper()
-	db, err := sql.Open("sqlite", "file:"+f.db.Path()+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(query, args...); err != nil {
-		f.t.Fatal(err)
+// hold marks the applied resource at address held (an import under
+// review), in the snapshot the fixture plans from.
+func (f *fixture) hold(address string) {
+	f.snapshot = func(s *reconcile.Snapshot) {
+		for i := range s.Resources {
+			if s.Resources[i].Address() == address {
+				s.Resources[i].Status = "held"
+			}
+		}
 	}
 }
 
@@ -186,16 +181,17 @@ connections: "platform-claude": {
 `)
 		}, map[string][]string{}},
 		{"held_import: an imported job released", func(f *fixture) {
-			f.sqlExec(`UPDATE resources SET status = 'held' WHERE address = 'job.bob-inbox-triage'`)
+			f.hold("job.bob-inbox-triage")
 			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
 		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskHeldImport}}},
 		{"a held import that nothing changes stays held, no risk", func(f *fixture) {
-			f.sqlExec(`UPDATE resources SET status = 'held' WHERE address = 'job.bob-inbox-triage'`)
+			f.hold("job.bob-inbox-triage")
 			f.edit("jobs.cue", `"30 6 * * 1-5"`, `"0 7 * * 1-5"`)
 		}, map[string][]string{}},
 		{"unknown_claim: a change to a resource with an unknown outcome", func(f *fixture) {
-			f.sqlExec(`INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES ('sha256:x', 'l', 'ci', 1, 1, 'now', 'failed')`)
-			f.sqlExec(`INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (last_insert_rowid(), 'job.bob-inbox-triage', 'update', 'unknown', 'now', '{}')`)
+			f.snapshot = func(s *reconcile.Snapshot) {
+				s.Unknowns = append(s.Unknowns, plan.Unknown{Address: "job.bob-inbox-triage", Action: plan.Update, ApplyID: 7, At: "now"})
+			}
 			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
 		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskUnknownClaim}}},
 	}

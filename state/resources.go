@@ -13,7 +13,10 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-var _ reconcile.Store = (*DB)(nil)
+var (
+	_ reconcile.Store         = (*DB)(nil)
+	_ reconcile.ApprovalStore = (*DB)(nil)
+)
 
 // Snapshot reads lineage, serial and every resource in one read
 // transaction, for a plan. It refuses (*reconcile.LockedError) while an
