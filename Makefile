@@ -7,12 +7,14 @@ BIN ?= bin
 
 all: build
 
+# -buildvcs=auto: the binary names the commit it was built from (nlx
+# version), also where GOFLAGS turns stamping off.
 build:
-	$(GO) build -o $(BIN)/nlx ./cmd/nlx
+	$(GO) build -buildvcs=auto -o $(BIN)/nlx ./cmd/nlx
 
 # The Raspberry Pi binary: pure Go, no cgo.
 arm64:
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -o $(BIN)/nlx-linux-arm64 ./cmd/nlx
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -buildvcs=auto -trimpath -o $(BIN)/nlx-linux-arm64 ./cmd/nlx
 
 # Every test, with the race detector; fuzz targets run their seed corpora.
 test:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +39,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-tags", "nlxfault", "-o", filepath.Join(dir, "nlx"), ".")
+	build := exec.Command("go", "build", "-buildvcs=auto", "-tags", "nlxfault", "-o", filepath.Join(dir, "nlx"), ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build nlx:", err)
@@ -226,4 +227,24 @@ func cmdWaitlaunch(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("launch %s never ran", args[1])
+}
+
+// TestVersionFromBuildInfo: a binary built in a checkout names its commit
+// (it printed "dev" when GOFLAGS turned VCS stamping off).
+func TestVersionFromBuildInfo(t *testing.T) {
+	head, err := exec.Command("git", "-C", "../..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (%v): the binary has no revision to name", err)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "nlx"), "version", "-o", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ Version string }
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	if rev := strings.TrimSpace(string(head))[:12]; !strings.Contains(v.Version, rev) {
+		t.Errorf("nlx version = %q, want it to name revision %s", v.Version, rev)
+	}
 }

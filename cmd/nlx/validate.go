@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -43,12 +44,23 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 					ConfigHash string         `json:"config_hash"`
 				}{true, total, counts, cfg.Inputs.Hash},
 				Text: func(w io.Writer) error {
-					_, err := fmt.Fprintf(w, "The configuration is valid: %d resources (1 host, %d providers, %d images, %d workspaces, %d connections, %d skills, %d jobs, %d preservations).\n",
-						total, counts["providers"], counts["images"], counts["workspaces"], counts["connections"], counts["skills"], counts["jobs"], counts["preservations"])
+					_, err := fmt.Fprintf(w, "The configuration is valid: %s (%s).\n", plural(total, "resource"), strings.Join([]string{
+						plural(1, "host"), plural(counts["providers"], "provider"), plural(counts["images"], "image"),
+						plural(counts["workspaces"], "workspace"), plural(counts["connections"], "connection"),
+						plural(counts["skills"], "skill"), plural(counts["jobs"], "job"), plural(counts["preservations"], "preservation"),
+					}, ", "))
 					return err
 				},
 			})
 		},
 	}
 	return cmd
+}
+
+// plural is n and noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

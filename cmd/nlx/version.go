@@ -16,7 +16,10 @@ import (
 var version = ""
 
 // nlxVersion is this binary's version: the link-time one, else the module
-// version, else "dev" with the VCS revision when known.
+// version the Go tool stamped (a release's tag, or a pseudo-version naming
+// the commit of a build in a checkout, "+dirty" when it had changes), else
+// "dev" with the VCS revision when known (go build -buildvcs=false stamps
+// neither; go run stamps no revision).
 func nlxVersion() string {
 	if version != "" {
 		return version
@@ -28,12 +31,23 @@ func nlxVersion() string {
 	if v := info.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}
+	rev, dirty := "", false
 	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			return "dev-" + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return "dev"
+	if len(rev) < 12 {
+		return "dev"
+	}
+	v := "dev-" + rev[:12]
+	if dirty {
+		v += "+dirty"
+	}
+	return v
 }
 
 func newVersionCmd(a *app) *cobra.Command {
