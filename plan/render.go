@@ -36,7 +36,13 @@ func (v View) approveCommand(c *Change) string {
 	if file == "" {
 		file = "PLANFILE" // the plan must be saved (--out) to be approved
 	}
-	return fmt.Sprintf("nlx approve %s --change %s --actor NAME --reason TEXT", shellQuote(file), c.Address)
+	return ApproveCommand(file, c)
+}
+
+// ApproveCommand is the exact command that approves change c of the plan
+// saved as file.
+func ApproveCommand(file string, c *Change) string {
+	return fmt.Sprintf("nlx approve %s --change %s --actor NAME --reason TEXT", ShellQuote(file), c.Address)
 }
 
 // resolveCommand is the command that records what happened to an unknown.
@@ -44,8 +50,8 @@ func resolveCommand(address string) string {
 	return fmt.Sprintf("nlx resolve %s --outcome applied|not-applied --actor NAME --reason TEXT", address)
 }
 
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell when it needs it.
+func ShellQuote(s string) string {
 	for _, c := range s {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-_./:@%+=,", c)) {
 			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
@@ -54,8 +60,8 @@ func shellQuote(s string) string {
 	return s
 }
 
-// needsApproval lists the risks of c that an approval clears.
-func needsApproval(c *Change) bool {
+// NeedsApproval reports whether c has a risk an approval clears.
+func (c *Change) NeedsApproval() bool {
 	for _, r := range c.Risks {
 		if NeedsApproval(r.Code) {
 			return true
@@ -153,7 +159,7 @@ func (v View) text(w *bufio.Writer, p *Plan) {
 		for _, r := range c.Risks {
 			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# ! "+r.Code+": "+r.Reason))
 		}
-		if needsApproval(c) && len(c.Refused) == 0 {
+		if c.NeedsApproval() && len(c.Refused) == 0 {
 			fmt.Fprintf(w, "  #   approve: %s\n", v.approveCommand(c))
 		}
 		sym := c.Action.Symbol()
@@ -248,7 +254,7 @@ func (v View) markdown(w *bufio.Writer, p *Plan) {
 		row := fmt.Sprintf("| `%s` | `%s` | %s | %s |\n", c.Action.Symbol(), c.Address, c.Action, mdRisks(c))
 		block := mdDetail(c)
 		approve := ""
-		if needsApproval(&c) && len(c.Refused) == 0 {
+		if c.NeedsApproval() && len(c.Refused) == 0 {
 			approve = v.approveCommand(&c) + "\n"
 		}
 		if b.Len()+len(row)+details.Len()+len(block)+approvals.Len()+len(approve)+reserve > limit {

@@ -79,8 +79,8 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 			return err
 		}
 	}
-	if opts.out != "" && !p.Empty() {
-		fmt.Fprintf(a.io.Err, "\nSaved the plan to %s. To apply exactly this plan, run:\n  nlx apply %s\n", opts.out, opts.out)
+	if !p.Empty() {
+		planHint(a.io.Err, p, opts.out)
 	}
 	// A refused change means the config can never be applied: fail the
 	// pipeline whatever the flags.
@@ -94,6 +94,29 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 		return exitStatus(ExitChanges)
 	}
 	return nil
+}
+
+// planHint tells what comes next, in the order it must happen: a refused
+// change is the config's to fix; approvals come before apply, which
+// refuses until they are recorded; then apply exactly the saved plan.
+func planHint(w io.Writer, p *plan.Plan, file string) {
+	switch {
+	case p.Summary.Refused > 0:
+		fmt.Fprintf(w, "\nThe plan holds %d refused change(s): nlx apply refuses it whatever is approved; change the config and plan again.\n", p.Summary.Refused)
+	case file == "" && p.Summary.Gated > 0:
+		fmt.Fprintf(w, "\n%d change(s) need a named approver, and only a saved plan can be approved: plan again with --out FILE.\n", p.Summary.Gated)
+	case file == "":
+	case p.Summary.Gated > 0:
+		fmt.Fprintf(w, "\nSaved the plan to %s. nlx apply refuses it until %d change(s) are approved by a named approver:\n", file, p.Summary.Gated)
+		for i := range p.Changes {
+			if c := &p.Changes[i]; c.NeedsApproval() && len(c.Refused) == 0 {
+				fmt.Fprintf(w, "  %s\n", plan.ApproveCommand(file, c))
+			}
+		}
+		fmt.Fprintf(w, "Then apply exactly this plan:\n  nlx apply %s\n", plan.ShellQuote(file))
+	default:
+		fmt.Fprintf(w, "\nSaved the plan to %s. To apply exactly this plan, run:\n  nlx apply %s\n", file, plan.ShellQuote(file))
+	}
 }
 
 // planDocument is plan p in every view; planFile is where it was saved.
