@@ -17,6 +17,7 @@ import (
 	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/internal/bytesize"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -31,16 +32,18 @@ const (
 	CodeInvalidSpec      = "invalid_applied_spec" // an applied spec nlx cannot read
 )
 
-// Status values of an applied resource.
+// Status values of an applied resource, as Applied reports them: the
+// reconcile.ResourceStatus values the state holds.
 const (
-	StatusActive = "active"
-	StatusHeld   = "held"
+	StatusActive = string(reconcile.StatusActive)
+	StatusHeld   = string(reconcile.StatusHeld)
 )
 
 // Applied is the applied state as a launch reads it.
 type Applied interface {
-	// Resource returns the applied spec and status of the resource at
-	// address (kind.name); found is false when there is none.
+	// Resource returns the applied spec and status (StatusActive or
+	// StatusHeld) of the resource at address (kind.name); found is false
+	// when there is none.
 	Resource(ctx context.Context, address string) (spec []byte, status string, found bool, err error)
 }
 

@@ -163,7 +163,7 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 	// The provider has exited (or is to be stopped), but what it
 	// started may not have: stop the tree and write the receipt,
 	// unless nlx stop already did.
-	if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == "running" {
+	if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == state.ProcessRunning {
 		if _, err := isolate.Stop(bg, p.Identity, opts.grace, rec); err != nil {
 			return fmt.Errorf("stop launch %s: %w", p.Identity.LaunchID, err)
 		}
@@ -233,7 +233,7 @@ func (s appliedState) Resource(ctx context.Context, address string) ([]byte, str
 	if err != nil || r == nil {
 		return nil, "", false, err
 	}
-	return r.Spec, r.Status, true, nil
+	return r.Spec, string(r.Status), true, nil
 }
 
 // processRecorder keeps launch identities and stop receipts in the state.
@@ -261,7 +261,7 @@ func (r *processRecorder) Receipt(ctx context.Context, launchID string, rc isola
 	if errors.Is(err, state.ErrNoProcess) {
 		// Two stoppers (nlx stop, and the nlx exec whose process it ended)
 		// both proved the tree gone; the first receipt stands.
-		if row, rerr := r.db.Process(ctx, launchID); rerr == nil && row.Status == "stopped" {
+		if row, rerr := r.db.Process(ctx, launchID); rerr == nil && row.Status == state.ProcessStopped {
 			return nil
 		}
 	}
