@@ -10,9 +10,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,29 +36,23 @@ import (
 // Reason codes of image refusals.
 const ()
 
-// Platform is one platform an image is built for.
-type Platform struct {
-	OS, Architecture, Variant string
-}
-
-func (p Platform) String() string {
-	s := p.OS + "/" + p.Architecture
-	if p.Variant != "" {
-		s += "/" + p.Variant
+// ParsePlatform reads one of the platforms nlx builds for: "linux/arm64"
+// (variant v8 implied, as the Pi needs) or "linux/amd64", each also with
+// "/v8" (dropped for amd64). Anything else v1.ParsePlatform reads (other
+// systems and architectures, OS versions, spaces) is refused.
+func ParsePlatform(s string) (v1.Platform, error) {
+	p, err := v1.ParsePlatform(s)
+	if err == nil && p.OS == "linux" && (p.Variant == "" || p.Variant == "v8") && p.OSVersion == "" && p.String() == s {
+		switch p.Architecture {
+		case "arm64":
+			p.Variant = "v8"
+			return *p, nil
+		case "amd64":
+			p.Variant = ""
+			return *p, nil
+		}
 	}
-	return s
-}
-
-// ParsePlatform reads "linux/arm64" (variant v8 implied, as the Pi needs) or
-// "linux/amd64".
-func ParsePlatform(s string) (Platform, error) {
-	switch strings.TrimSuffix(s, "/v8") {
-	case "linux/arm64":
-		return Platform{"linux", "arm64", "v8"}, nil
-	case "linux/amd64":
-		return Platform{"linux", "amd64", ""}, nil
-	}
-	return Platform{}, fmt.Errorf("platform %q: want linux/arm64 or linux/amd64", s)
+	return v1.Platform{}, fmt.Errorf("platform %q: want linux/arm64 or linux/amd64", s)
 }
 
 // Input is what one image is built from.
@@ -114,7 +110,7 @@ func Build(ctx context.Context, in Input) (*Result, error) {
 	if in.Log == nil {
 		in.Log = func(string, ...any) {}
 	}
-	var platforms []Platform
+	var platforms []v1.Platform
 	for _, s := range in.Image.Platforms {
 		p, err := ParsePlatform(s)
 		if err != nil {
@@ -141,7 +137,7 @@ func Build(ctx context.Context, in Input) (*Result, error) {
 			Add: img,
 			Descriptor: v1.Descriptor{
 				MediaType: types.OCIManifestSchema1,
-				Platform:  &v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant},
+				Platform:  &p,
 			},
 		})
 	}
@@ -157,7 +153,7 @@ type builder struct {
 	in Input
 }
 
-func (b *builder) platformImage(ctx context.Context, p Platform) (v1.Image, *PlatformResult, error) {
+func (b *builder) platformImage(ctx context.Context, p v1.Platform) (v1.Image, *PlatformResult, error) {
 	base, err := b.base(ctx, p)
 	if err != nil {
 		return nil, nil, err
@@ -197,7 +193,7 @@ func (b *builder) platformImage(ctx context.Context, p Platform) (v1.Image, *Pla
 	if im.Cmd != nil {
 		cfg.Config.Cmd = im.Cmd
 	}
-	for _, k := range sortedKeys(im.Env) {
+	for _, k := range slices.Sorted(maps.Keys(im.Env)) {
 		cfg.Config.Env = setEnv(cfg.Config.Env, k, im.Env[k])
 	}
 	if im.Workdir != "" {
@@ -232,7 +228,7 @@ func setEnv(env []string, k, v string) []string {
 }
 
 // base returns the base image for p with OCI manifest and config types.
-func (b *builder) base(ctx context.Context, p Platform) (v1.Image, error) {
+func (b *builder) base(ctx context.Context, p v1.Platform) (v1.Image, error) {
 	spec := b.in.Image.Base
 	var img v1.Image
 	switch {
@@ -263,7 +259,7 @@ func (b *builder) base(ctx context.Context, p Platform) (v1.Image, error) {
 			return nil, reason.New(reason.UnpinnedBase, "base %s names a tag; pin it by digest (name@sha256:...) so builds cannot drift", spec)
 		}
 		img, err = remote.Image(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain),
-			remote.WithPlatform(v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}))
+			remote.WithPlatform(p))
 		if err != nil {
 			return nil, fmt.Errorf("base %s: %w", spec, err)
 		}
@@ -272,8 +268,10 @@ func (b *builder) base(ctx context.Context, p Platform) (v1.Image, error) {
 	return mutate.ConfigMediaType(img, types.OCIConfigJSON), nil
 }
 
-// platformOf picks p's image out of an index (nested indexes included).
-func platformOf(idx v1.ImageIndex, p Platform) (v1.Image, error) {
+// platformOf picks p's image out of an index (nested indexes included). A
+// descriptor without a variant matches too, which v1.Platform.Satisfies
+// would not have: an arm64 descriptor may leave its v8 unsaid.
+func platformOf(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {
 	m, err := idx.IndexManifest()
 	if err != nil {
 		return nil, err
@@ -297,7 +295,7 @@ func platformOf(idx v1.ImageIndex, p Platform) (v1.Image, error) {
 }
 
 // layer builds (or takes from the cache) one layer for platform p.
-func (b *builder) layer(ctx context.Context, l schema.Layer, p Platform) (v1.Layer, string, bool, error) {
+func (b *builder) layer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.Layer, string, bool, error) {
 	switch {
 	case l.Files != "":
 		source := "files " + l.Files + " -> " + l.Dest
@@ -332,7 +330,7 @@ func (b *builder) layer(ctx context.Context, l schema.Layer, p Platform) (v1.Lay
 // goLayer cross-compiles a Go package for p (CGO_ENABLED=0, -trimpath, no
 // build id, no VCS stamp) into a one-file layer. Its cache key covers the Go
 // version, the platform and every source the package is built from.
-func (b *builder) goLayer(ctx context.Context, l schema.Layer, p Platform) (v1.Layer, bool, error) {
+func (b *builder) goLayer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.Layer, bool, error) {
 	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=")
 	if p.Architecture == "arm64" {
 		env = append(env, "GOARM64=v8.0")
@@ -456,13 +454,4 @@ func hashFiles(k *key, dir string, files ...string) error {
 		c.add(&entry{name: filepath.ToSlash(p), typ: '0', file: p})
 	}
 	return k.content(c)
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -225,7 +225,7 @@ func TestStructure(t *testing.T) {
 	}
 	// umoci unpacks an image reference (a manifest); name the amd64 one.
 	amd := filepath.Join(t.TempDir(), "amd64-layout")
-	img, err := PlatformImage(idx, Platform{"linux", "amd64", ""})
+	img, err := PlatformImage(idx, v1.Platform{OS: "linux", Architecture: "amd64"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestPiBinaryUnderQemu(t *testing.T) {
 		t.Skip("qemu-aarch64-static is not installed (Debian package qemu-user-static; .ci/run installs it)")
 	}
 	res := buildExample(t, "../examples/pi-team", sharedCache)
-	img, err := PlatformImage(res.Index, Platform{"linux", "arm64", "v8"})
+	img, err := PlatformImage(res.Index, v1.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,6 @@ func Inspect(idx v1.ImageIndex) (*IndexInfo, error) {
 }
 
 // PlatformImage returns p's image of an index.
-func PlatformImage(idx v1.ImageIndex, p Platform) (v1.Image, error) {
+func PlatformImage(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {
 	return platformOf(idx, p)
 }

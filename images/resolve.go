@@ -3,7 +3,8 @@ package images
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -36,13 +37,8 @@ func (r *Resolver) Resolve(ctx context.Context, cfg *schema.Config) (map[string]
 			used[w.Image] = true
 		}
 	}
-	names := make([]string, 0, len(used))
-	for n := range used {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	pins := map[string]plan.ImagePin{}
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(used)) {
 		im := cfg.Images[n]
 		if im == nil {
 			return nil, reason.New(reason.UnknownImage, "no image %q", n)

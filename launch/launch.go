@@ -20,6 +20,7 @@ import (
 	"github.com/nlx-dev/nlx/internal/bytesize"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -27,16 +28,18 @@ import (
 // started.
 const ()
 
-// Status values of an applied resource.
+// Status values of an applied resource, as Applied reports them: the
+// reconcile.ResourceStatus values the state holds.
 const (
-	StatusActive = "active"
-	StatusHeld   = "held"
+	StatusActive = string(reconcile.StatusActive)
+	StatusHeld   = string(reconcile.StatusHeld)
 )
 
 // Applied is the applied state as a launch reads it.
 type Applied interface {
-	// AppliedSpec returns the applied spec and status of the resource at
-	// address (kind.name); found is false when there is none.
+	// AppliedSpec returns the applied spec and status (StatusActive or
+	// StatusHeld) of the resource at address (kind.name); found is false
+	// when there is none.
 	AppliedSpec(ctx context.Context, address string) (spec []byte, status string, found bool, err error)
 }
 

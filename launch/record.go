@@ -46,7 +46,7 @@ func (r Recorder) Receipt(ctx context.Context, launchID string, rc isolate.Recei
 	if errors.Is(err, state.ErrNoProcess) {
 		// Two stoppers (nlx stop, and the nlx exec whose process it ended)
 		// both proved the tree gone; the first receipt stands.
-		if row, rerr := r.DB.Process(ctx, launchID); rerr == nil && row.Status == "stopped" {
+		if row, rerr := r.DB.Process(ctx, launchID); rerr == nil && row.Status == state.ProcessStopped {
 			return nil
 		}
 	}

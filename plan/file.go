@@ -38,12 +38,11 @@ func Encode(p *Plan) ([]byte, error) {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
 	p.PlanHash = ""
-	canon, err := canonical(p)
+	canon, hash, err := hashed(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
-	sum := sha256.Sum256(canon)
-	p.PlanHash = "sha256:" + hex.EncodeToString(sum[:])
+	p.PlanHash = hash
 	// PlanHash is the last field: splice it in rather than encode twice.
 	const tail = `"plan_hash":""}`
 	if !bytes.HasSuffix(canon, []byte(tail)) {
@@ -60,14 +59,29 @@ func Encode(p *Plan) ([]byte, error) {
 
 // Hash returns the plan hash p should carry.
 func Hash(p *Plan) (string, error) {
-	c := *p
-	c.PlanHash = ""
-	canon, err := canonical(&c)
+	_, hash, err := hashed(p)
 	if err != nil {
 		return "", fmt.Errorf("encode plan: %w", err)
 	}
+	return hash, nil
+}
+
+// hashed returns the canonical encoding of p with PlanHash empty, and the
+// plan hash p should carry (the hash of that encoding). p is not changed.
+func hashed(p *Plan) (canon []byte, hash string, err error) {
+	c := *p
+	c.PlanHash = ""
+	if canon, err = canonical(&c); err != nil {
+		return nil, "", err
+	}
+	return canon, hashOf(canon), nil
+}
+
+// hashOf is the plan hash of a canonical encoding with PlanHash empty:
+// "sha256:" and the hex SHA-256 of it.
+func hashOf(canon []byte) string {
 	sum := sha256.Sum256(canon)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // WriteFile writes p to path, filling its hash.
@@ -252,14 +266,11 @@ func readStrict(data []byte) (*Plan, error) {
 // canonicalMatch reports whether p's plan_hash is the hash of p's
 // canonical encoding and whether data, compact, is exactly that encoding.
 func canonicalMatch(data []byte, p *Plan) (hashOK, formOK bool, err error) {
-	c := *p
-	c.PlanHash = ""
-	canon, err := canonical(&c)
+	canon, want, err := hashed(p)
 	if err != nil {
 		return false, false, err
 	}
-	sum := sha256.Sum256(canon)
-	if want := "sha256:" + hex.EncodeToString(sum[:]); p.PlanHash != want {
+	if p.PlanHash != want {
 		return false, false, nil
 	}
 	const tail = `"plan_hash":""}`

@@ -62,20 +62,28 @@ func (a Action) Destroys() bool { return a == Delete || a == Replace }
 
 // Risk marks a change that apply carries out only with a recorded approval
 // (or, for unknown_claim, a resolution). The same type names a refusal: a
-// reason no approval can overcome.
+// reason no approval can overcome; its Code is then one of the refusal codes
+// below.
 type Risk struct {
-	Code   string `json:"code"`   // stable: image_migration, destructive, ...
-	Reason string `json:"reason"` // one line for people
+	Code   RiskCode `json:"code"`   // stable: image_migration, destructive, ...
+	Reason string   `json:"reason"` // one line for people
 }
+
+// RiskCode is the stable code of a risk (or, in Change.Refused, of a
+// refusal). It is an alias of string rather than a defined type like Action
+// because code and tests handle Risk.Code as a plain string (and it also
+// carries the refusal codes); its values are defined here and only here
+// (TestNoBareCodeLiterals in internal/constcheck enforces that).
+type RiskCode = string
 
 // Risk codes: apply needs an approval for each (unknown_claim: a resolution).
 const (
-	RiskImageMigration     = "image_migration"     // a workspace's image changes
-	RiskHeldImport         = "held_import"         // an imported resource leaves the held state
-	RiskUnknownClaim       = "unknown_claim"       // the resource has an outcome nobody knows
-	RiskDestructive        = "destructive"         // a delete, a replace or a chat reset
-	RiskPermissionWidening = "permission_widening" // policy, egress, authority, roles or operators grow
-	RiskCredentialRebind   = "credential_rebind"   // a connection's credentials or a job's connection change
+	RiskImageMigration     RiskCode = "image_migration"     // a workspace's image changes
+	RiskHeldImport         RiskCode = "held_import"         // an imported resource leaves the held state
+	RiskUnknownClaim       RiskCode = "unknown_claim"       // the resource has an outcome nobody knows
+	RiskDestructive        RiskCode = "destructive"         // a delete, a replace or a chat reset
+	RiskPermissionWidening RiskCode = "permission_widening" // policy, egress, authority, roles or operators grow
+	RiskCredentialRebind   RiskCode = "credential_rebind"   // a connection's credentials or a job's connection change
 )
 
 // Refusal codes: no approval can apply such a change; the config must change.
@@ -87,7 +95,7 @@ const (
 
 // NeedsApproval reports whether a risk is cleared by an approval (all but
 // unknown_claim, which only a resolution clears).
-func NeedsApproval(code string) bool { return code != RiskUnknownClaim }
+func NeedsApproval(code RiskCode) bool { return code != RiskUnknownClaim }
 
 // FieldDiff is one changed field. Before is absent when the field is new,
 // After when it is gone.

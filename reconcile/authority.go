@@ -3,7 +3,8 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nlx-dev/nlx/plan"
@@ -84,12 +85,7 @@ func ScopeOf(c *plan.Change) Scope {
 				seen[x.Workspace] = true
 			}
 		}
-		ws := make([]string, 0, len(seen))
-		for w := range seen {
-			ws = append(ws, w)
-		}
-		sort.Strings(ws)
-		return Scope{Workspaces: ws}
+		return Scope{Workspaces: slices.Sorted(maps.Keys(seen))}
 	}
 	return Scope{Host: true}
 }

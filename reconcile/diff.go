@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,8 +27,19 @@ type Resource struct {
 	Name   string
 	Spec   json.RawMessage // plan.JSON of the kind's schema type
 	Hash   string          // "sha256:" + hex SHA-256 of Spec
-	Status string          // in the state: "active" or "held"
+	Status ResourceStatus  // in the state: active or held
 }
+
+// ResourceStatus is what the state holds a resource as.
+type ResourceStatus string
+
+// The statuses of an applied resource. An imported resource is held (under
+// review) until an approved plan releases it; applying a change makes a
+// resource active.
+const (
+	StatusActive ResourceStatus = "active"
+	StatusHeld   ResourceStatus = "held"
+)
 
 // Address is the resource's kind.name.
 func (r *Resource) Address() string { return string(r.Kind) + "." + r.Name }
@@ -45,7 +58,7 @@ func Desired(cfg *schema.Config) ([]Resource, error) {
 		if err != nil {
 			return fmt.Errorf("encode %s.%s: %w", kind, name, err)
 		}
-		out = append(out, Resource{Kind: kind, Name: name, Spec: spec, Hash: HashSpec(spec), Status: "active"})
+		out = append(out, Resource{Kind: kind, Name: name, Spec: spec, Hash: HashSpec(spec), Status: StatusActive})
 		return nil
 	}
 	var err error
@@ -63,23 +76,14 @@ func Desired(cfg *schema.Config) ([]Resource, error) {
 		host = &schema.Host{Operators: []string{}}
 	}
 	each(schema.KindHost, []string{schema.HostName}, func(string) any { return host })
-	each(schema.KindProvider, keys(cfg.Providers), func(n string) any { return cfg.Providers[n] })
-	each(schema.KindImage, keys(cfg.Images), func(n string) any { return cfg.Images[n] })
-	each(schema.KindWorkspace, keys(cfg.Workspaces), func(n string) any { return cfg.Workspaces[n] })
-	each(schema.KindConnection, keys(cfg.Connections), func(n string) any { return cfg.Connections[n] })
-	each(schema.KindSkill, keys(cfg.Skills), func(n string) any { return cfg.Skills[n] })
-	each(schema.KindJob, keys(cfg.Jobs), func(n string) any { return cfg.Jobs[n] })
-	each(schema.KindPreservation, keys(cfg.Preservations), func(n string) any { return cfg.Preservations[n] })
+	each(schema.KindProvider, slices.Sorted(maps.Keys(cfg.Providers)), func(n string) any { return cfg.Providers[n] })
+	each(schema.KindImage, slices.Sorted(maps.Keys(cfg.Images)), func(n string) any { return cfg.Images[n] })
+	each(schema.KindWorkspace, slices.Sorted(maps.Keys(cfg.Workspaces)), func(n string) any { return cfg.Workspaces[n] })
+	each(schema.KindConnection, slices.Sorted(maps.Keys(cfg.Connections)), func(n string) any { return cfg.Connections[n] })
+	each(schema.KindSkill, slices.Sorted(maps.Keys(cfg.Skills)), func(n string) any { return cfg.Skills[n] })
+	each(schema.KindJob, slices.Sorted(maps.Keys(cfg.Jobs)), func(n string) any { return cfg.Jobs[n] })
+	each(schema.KindPreservation, slices.Sorted(maps.Keys(cfg.Preservations)), func(n string) any { return cfg.Preservations[n] })
 	return out, err
-}
-
-func keys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // immutable lists, per kind, the fields that cannot change in place: a change

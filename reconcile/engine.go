@@ -85,9 +85,21 @@ func (o ApplyOptions) batchSize() int {
 type LedgerEntry struct {
 	Address string      `json:"address"`
 	Action  plan.Action `json:"action"`
-	Phase   string      `json:"phase"` // committed, failed, or not_started
+	Phase   LedgerPhase `json:"phase"`
 	Error   string      `json:"error,omitempty"`
 }
+
+// LedgerPhase is how a change of an apply ended. It is an alias of string
+// rather than a defined type because tests handle LedgerEntry.Phase as a
+// plain string; its values are defined here and only here.
+type LedgerPhase = string
+
+// The ledger phases.
+const (
+	LedgerCommitted  LedgerPhase = "committed"   // applied to the state
+	LedgerFailed     LedgerPhase = "failed"      // its commit or its effect failed
+	LedgerNotStarted LedgerPhase = "not_started" // the apply ended before it
+)
 
 // Ledger is what an apply actually did; it is returned on every exit path
 // once the state was touched.
@@ -114,7 +126,7 @@ type Ledger struct {
 func (l *Ledger) committed() int {
 	n := 0
 	for _, e := range l.Entries {
-		if e.Phase == "committed" {
+		if e.Phase == LedgerCommitted {
 			n++
 		}
 	}
@@ -243,7 +255,7 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 		return ledger, err
 	}
 	for _, c := range p.Changes {
-		ledger.Entries = append(ledger.Entries, LedgerEntry{Address: c.Address, Action: c.Action, Phase: "not_started"})
+		ledger.Entries = append(ledger.Entries, LedgerEntry{Address: c.Address, Action: c.Action, Phase: LedgerNotStarted})
 	}
 	if p.Empty() {
 		return ledger, nil
@@ -301,12 +313,12 @@ func commit(ctx context.Context, store Store, id, serial int64, group []plan.Cha
 	ids, used := use.of(group)
 	if err := store.Commit(ctx, id, serial, group, ids); err != nil {
 		for i := range group {
-			l.Entries[offset+i].Phase, l.Entries[offset+i].Error = "failed", err.Error()
+			l.Entries[offset+i].Phase, l.Entries[offset+i].Error = LedgerFailed, err.Error()
 		}
 		return err
 	}
 	for i := range group {
-		l.Entries[offset+i].Phase = "committed"
+		l.Entries[offset+i].Phase = LedgerCommitted
 	}
 	l.Approvals = append(l.Approvals, used...)
 	return nil
@@ -342,7 +354,7 @@ func applyEffects(ctx context.Context, store Store, effects Effects, id, serial 
 	if err := store.Fail(ctx, id, failed, effErr.Error()); err != nil {
 		return errors.Join(effErr, err)
 	}
-	l.Entries[offset+done].Phase, l.Entries[offset+done].Error = "failed", effErr.Error()
+	l.Entries[offset+done].Phase, l.Entries[offset+done].Error = LedgerFailed, effErr.Error()
 	if rest := group[done+1:]; len(rest) > 0 {
 		if err := store.Fail(ctx, id, rest, "not started: an earlier effect of its batch failed"); err != nil {
 			return errors.Join(effErr, err)
@@ -499,7 +511,7 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 
 // pickApproval returns a valid approval of risk on c among those recorded
 // for it, or why there is none.
-func pickApproval(recorded []Approval, auth *Authority, p *plan.Plan, c *plan.Change, risk string, now time.Time) (*Approval, string) {
+func pickApproval(recorded []Approval, auth *Authority, p *plan.Plan, c *plan.Change, risk plan.RiskCode, now time.Time) (*Approval, string) {
 	why := "no approval recorded"
 	for i := range recorded {
 		a := &recorded[i]
@@ -526,9 +538,9 @@ func finish(ctx context.Context, store Store, id int64, l *Ledger, applyErr erro
 	failed := 0
 	for _, e := range l.Entries {
 		switch e.Phase {
-		case "committed":
+		case LedgerCommitted:
 			done = append(done, plan.Change{Action: e.Action})
-		case "failed":
+		case LedgerFailed:
 			failed++
 		}
 	}

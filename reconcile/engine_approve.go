@@ -157,8 +157,8 @@ func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why s
 	if strings.TrimSpace(why) == "" {
 		return 0, 0, reason.New(reason.InvalidUsage, "--reason is required: say how you know")
 	}
-	if outcome != OutcomeApplied && outcome != OutcomeNotApplied && outcome != "not-applied" {
-		return 0, 0, reason.New(reason.InvalidUsage, "--outcome %q: want applied or not-applied", outcome)
+	if _, err := ParseOutcome(outcome); err != nil {
+		return 0, 0, err
 	}
 	kind, name, ok := strings.Cut(address, ".")
 	if !ok || schema.Kind(kind).Rank() < 0 {

@@ -26,7 +26,7 @@ type Approval struct {
 	ID         int64
 	PlanHash   string
 	Address    string
-	Risk       string
+	Risk       plan.RiskCode
 	Actor      string
 	Reason     string
 	CreatedAt  time.Time
@@ -35,11 +35,27 @@ type Approval struct {
 	ConsumedBy int64 // the apply that used it
 }
 
+// Outcome is what an operator resolved an unknown outcome as.
+type Outcome string
+
 // Outcomes of nlx resolve.
 const (
-	OutcomeApplied    = "applied"
-	OutcomeNotApplied = "not_applied"
+	OutcomeApplied    Outcome = "applied"     // what was dispatched happened
+	OutcomeNotApplied Outcome = "not_applied" // nothing happened
 )
+
+// ParseOutcome reads nlx resolve's --outcome: applied, not_applied, or
+// not-applied as the command line spells it.
+func ParseOutcome(s string) (Outcome, error) {
+	switch o := Outcome(s); o {
+	case OutcomeApplied, OutcomeNotApplied:
+		return o, nil
+	}
+	if s == "not-applied" {
+		return OutcomeNotApplied, nil
+	}
+	return "", reason.New(reason.InvalidUsage, "--outcome %q: want applied or not-applied", s)
+}
 
 // Holder describes who holds the state lock.
 type Holder struct {

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/nlx-dev/nlx/plan"
@@ -13,9 +15,9 @@ import (
 // stop it, from the desired config, the applied resources and the unknown
 // outcomes. It is pure.
 func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error {
-	status := make(map[string]string, len(snap.Resources))
+	status := make(map[string]ResourceStatus, len(snap.Resources))
 	for _, r := range snap.Resources {
-		if r.Status != "active" {
+		if r.Status != StatusActive {
 			status[r.Address()] = r.Status
 		}
 	}
@@ -29,7 +31,7 @@ func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error
 		if err := a.assess(); err != nil {
 			return fmt.Errorf("assess %s: %w", c.Address, err)
 		}
-		if status[c.Address] == "held" && (c.Action == plan.Update || c.Action == plan.Replace) {
+		if status[c.Address] == StatusHeld && (c.Action == plan.Update || c.Action == plan.Replace) {
 			a.risk(plan.RiskHeldImport, "releases the imported %s from review hold into service", c.Address)
 		}
 		if u, ok := unknown[c.Address]; ok {
@@ -42,13 +44,13 @@ func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error
 
 // reasons gathers the reasons for each code, in the order codes arise.
 type reasons struct {
-	order []string
-	why   map[string][]string
+	order []plan.RiskCode
+	why   map[plan.RiskCode][]string
 }
 
-func (r *reasons) add(code, reason string) {
+func (r *reasons) add(code plan.RiskCode, reason string) {
 	if r.why == nil {
-		r.why = map[string][]string{}
+		r.why = map[plan.RiskCode][]string{}
 	}
 	if _, ok := r.why[code]; !ok {
 		r.order = append(r.order, code)
@@ -72,11 +74,11 @@ type assessor struct {
 	refused reasons
 }
 
-func (a *assessor) risk(code, format string, args ...any) {
+func (a *assessor) risk(code plan.RiskCode, format string, args ...any) {
 	a.risks.add(code, fmt.Sprintf(format, args...))
 }
 
-func (a *assessor) refuse(code, format string, args ...any) {
+func (a *assessor) refuse(code plan.RiskCode, format string, args ...any) {
 	a.refused.add(code, fmt.Sprintf(format, args...))
 }
 
@@ -186,7 +188,7 @@ func (a *assessor) workspace(before, after *schema.Workspace) {
 	if before.Network.Egress == "none" && after.Network.Egress != "none" {
 		a.risk(plan.RiskPermissionWidening, "network egress grows from none to %s", after.Network.Egress)
 	}
-	for _, m := range keys(after.Members) {
+	for _, m := range slices.Sorted(maps.Keys(after.Members)) {
 		switch old, ok := before.Members[m]; {
 		case !ok:
 			a.risk(plan.RiskPermissionWidening, "%s joins as %s", m, after.Members[m])
@@ -224,7 +226,7 @@ func (a *assessor) connection(before, after *schema.Connection) {
 	}
 	// Every job on this connection would now run elsewhere or bill
 	// differently; only the job's own config may say so.
-	for _, name := range keys(a.desired.Jobs) {
+	for _, name := range slices.Sorted(maps.Keys(a.desired.Jobs)) {
 		j := a.desired.Jobs[name]
 		if j.Connection != a.c.Name {
 			continue
@@ -290,7 +292,7 @@ func (a *assessor) hasFallback(j *schema.Job) bool {
 // strandedJobs lists the desired jobs on the provider without a fallback.
 func (a *assessor) strandedJobs(provider string) []string {
 	var out []string
-	for _, name := range keys(a.desired.Jobs) {
+	for _, name := range slices.Sorted(maps.Keys(a.desired.Jobs)) {
 		j := a.desired.Jobs[name]
 		if c := a.desired.Connections[j.Connection]; c != nil && c.Provider == provider && !a.hasFallback(j) {
 			out = append(out, name)

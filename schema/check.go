@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -33,7 +35,7 @@ var reSecretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|api_?key|pr
 // would end up in the state, in plans and in images. The value is never
 // shown.
 func (l *loader) checkEnv(env map[string]string, field, name string) {
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if reSecretName.MatchString(k) && !reSecretRef.MatchString(env[k]) {
 			l.addAt(at(field, name, "env", k), reason.RawSecretValue,
 				"%s looks like a credential; give a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown", k)
@@ -59,16 +61,16 @@ func (l *loader) memo(kind, value string, check func() error) error {
 // check runs the rules that need more than one resource or more than CUE can
 // say: references, scopes, versions, schedules.
 func (l *loader) check(cfg *Config) {
-	for _, name := range sortedKeys(cfg.Providers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		p := cfg.Providers[name]
 		if _, err := version.NewConstraint(p.Version); err != nil {
 			l.addAt(at("providers", name, "version"), reason.InvalidValue, "version constraint %q: %v", p.Version, err)
 		}
 	}
-	for _, name := range sortedKeys(cfg.Providers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		l.checkEnv(cfg.Providers[name].Env, "providers", name)
 	}
-	for _, name := range sortedKeys(cfg.Images) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Images)) {
 		l.checkEnv(cfg.Images[name].Env, "images", name)
 		for i, layer := range cfg.Images[name].Layers {
 			for j, s := range layer.Skills {
@@ -83,10 +85,10 @@ func (l *loader) check(cfg *Config) {
 			}
 		}
 	}
-	for _, name := range sortedKeys(cfg.Workspaces) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Workspaces)) {
 		l.checkWorkspace(cfg, name, cfg.Workspaces[name])
 	}
-	for _, name := range sortedKeys(cfg.Connections) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Connections)) {
 		c := cfg.Connections[name]
 		if cfg.Workspaces[c.Workspace] == nil {
 			l.addAt(at("connections", name, "workspace"), reason.DanglingReference, "no workspace %q", c.Workspace)
@@ -95,16 +97,16 @@ func (l *loader) check(cfg *Config) {
 			l.addAt(at("connections", name, "provider"), reason.DanglingReference, "no provider %q", c.Provider)
 		}
 	}
-	for _, name := range sortedKeys(cfg.Skills) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Skills)) {
 		s := cfg.Skills[name]
 		if _, err := version.NewSemver(s.Version); err != nil {
 			l.addAt(at("skills", name, "version"), reason.InvalidValue, "version %q is not a semantic version: %v", s.Version, err)
 		}
 	}
-	for _, name := range sortedKeys(cfg.Jobs) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Jobs)) {
 		l.checkJob(cfg, name, cfg.Jobs[name])
 	}
-	for _, name := range sortedKeys(cfg.Preservations) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Preservations)) {
 		p := cfg.Preservations[name]
 		if cfg.Workspaces[p.Workspace] == nil {
 			l.addAt(at("preservations", name, "workspace"), reason.DanglingReference, "no workspace %q", p.Workspace)

@@ -3,9 +3,11 @@ package schema
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"go.yaml.in/yaml/v3"
@@ -22,7 +24,7 @@ type skillFrontmatter struct {
 // loadSkills reads every skill package, records its files as inputs and fills
 // each Skill's Description and Digest.
 func (l *loader) loadSkills(cfg *Config) {
-	for _, name := range sortedKeys(cfg.Skills) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Skills)) {
 		s := cfg.Skills[name]
 		sel := at("skills", name, "path")
 		rel := path.Clean(filepath.ToSlash(s.Path))

@@ -13,6 +13,34 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// JournalPhase is the phase a journal row records a change in. It is an
+// alias of string rather than a defined type because tests handle
+// JournalEntry.Phase as a plain string; its values are defined here and only
+// here.
+type JournalPhase = string
+
+// The journal phases, in the order a change goes through them. A change
+// without an effect outside the state goes from intended to committed; an
+// effect is dispatched first, and ends committed or failed, or, when the
+// apply that dispatched it died, unknown.
+const (
+	PhaseIntended   JournalPhase = "intended"   // about to be applied
+	PhaseDispatched JournalPhase = "dispatched" // its effect is being carried out
+	PhaseCommitted  JournalPhase = "committed"  // applied to the state
+	PhaseFailed     JournalPhase = "failed"     // its effect failed, or was never started
+	PhaseUnknown    JournalPhase = "unknown"    // dispatched, and nobody knows how it ended
+)
+
+// ApplyStatus is how far an apply got.
+type ApplyStatus string
+
+// The statuses of an apply.
+const (
+	ApplyRunning   ApplyStatus = "running"
+	ApplyCompleted ApplyStatus = "completed"
+	ApplyFailed    ApplyStatus = "failed" // it ended with an error, or its process died
+)
+
 // BeginApply implements reconcile.Store.
 func (db *DB) BeginApply(ctx context.Context, lockID, planHash, actor, lineage string, serial int64) (int64, int64, error) {
 	var id int64
@@ -35,8 +63,8 @@ func (db *DB) BeginApply(ctx context.Context, lockID, planHash, actor, lineage s
 		if _, err := tx.ExecContext(ctx, `UPDATE lineage SET serial = serial + 1 WHERE id = 1`); err != nil {
 			return fmt.Errorf("bump serial: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')`,
-			planHash, lockID, actor, serial, serial+1, db.stamp())
+		res, err := tx.ExecContext(ctx, `INSERT INTO applies (plan_hash, lock_id, actor, serial_before, serial_after, started_at, status) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			planHash, lockID, actor, serial, serial+1, db.stamp(), ApplyRunning)
 		if err != nil {
 			return fmt.Errorf("record apply: %w", err)
 		}
@@ -55,14 +83,14 @@ func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) 
 		if err := stillLocked(ctx, tx, applyID); err != nil {
 			return err
 		}
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'intended', ?)`)
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, ?, ?)`)
 		if err != nil {
 			return fmt.Errorf("journal: %w", err)
 		}
 		defer stmt.Close()
 		at := db.stamp()
 		for i := range changes {
-			if _, err := stmt.ExecContext(ctx, applyID, changes[i].Address, string(changes[i].Action), at); err != nil {
+			if _, err := stmt.ExecContext(ctx, applyID, changes[i].Address, string(changes[i].Action), PhaseIntended, at); err != nil {
 				return fmt.Errorf("journal %s intended: %w", changes[i].Address, err)
 			}
 		}
@@ -82,9 +110,9 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 		// a held import leaves the held state (the plan gated that with
 		// held_import).
 		upsert, err := tx.PrepareContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
-			VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
-				serial = excluded.serial, updated_at = excluded.updated_at, status = 'active'`)
+				serial = excluded.serial, updated_at = excluded.updated_at, status = excluded.status`)
 		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
@@ -94,7 +122,7 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 			return fmt.Errorf("apply: %w", err)
 		}
 		defer del.Close()
-		journal, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, 'committed', ?)`)
+		journal, err := tx.PrepareContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at) VALUES (?, ?, ?, ?, ?)`)
 		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
@@ -107,12 +135,12 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 			if c.Action == plan.Delete {
 				_, err = del.ExecContext(ctx, c.Address)
 			} else {
-				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), serial, at)
+				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), reconcile.StatusActive, serial, at)
 			}
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", c.Address, err)
 			}
-			if _, err := journal.ExecContext(ctx, applyID, c.Address, string(c.Action), at); err != nil {
+			if _, err := journal.ExecContext(ctx, applyID, c.Address, string(c.Action), PhaseCommitted, at); err != nil {
 				return fmt.Errorf("journal %s committed: %w", c.Address, err)
 			}
 		}
@@ -140,9 +168,9 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 
 // FinishApply implements reconcile.Store.
 func (db *DB) FinishApply(ctx context.Context, applyID int64, r reconcile.ApplyResult) error {
-	status, msg := "completed", sql.NullString{}
+	status, msg := ApplyCompleted, sql.NullString{}
 	if r.Err != nil {
-		status, msg = "failed", sql.NullString{String: r.Err.Error(), Valid: true}
+		status, msg = ApplyFailed, sql.NullString{String: r.Err.Error(), Valid: true}
 	}
 	return db.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE applies SET status = ?, finished_at = ?, failed = ?, error = ? WHERE id = ?`,
@@ -156,12 +184,12 @@ func (db *DB) FinishApply(ctx context.Context, applyID int64, r reconcile.ApplyR
 
 // JournalEntry is one row of the journal.
 type JournalEntry struct {
-	ID      int64  `json:"id"`
-	ApplyID int64  `json:"apply_id"`
-	Address string `json:"address"`
-	Action  string `json:"action"`
-	Phase   string `json:"phase"`
-	At      string `json:"at"`
+	ID      int64        `json:"id"`
+	ApplyID int64        `json:"apply_id"`
+	Address string       `json:"address"`
+	Action  string       `json:"action"`
+	Phase   JournalPhase `json:"phase"`
+	At      string       `json:"at"`
 	// Resolution of an 'unknown' row: "applied by alice: reason".
 	Resolution string `json:"resolution,omitempty"`
 }
@@ -216,8 +244,8 @@ func (db *DB) Dispatch(ctx context.Context, applyID int64, changes []plan.Change
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, 'dispatched', ?, ?)`,
-				applyID, c.Address, string(c.Action), at, string(detail)); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+				applyID, c.Address, string(c.Action), PhaseDispatched, at, string(detail)); err != nil {
 				return fmt.Errorf("journal %s dispatched: %w", c.Address, err)
 			}
 		}
@@ -230,8 +258,8 @@ func (db *DB) Fail(ctx context.Context, applyID int64, changes []plan.Change, re
 	return db.write(ctx, func(tx *sql.Tx) error {
 		at := db.stamp()
 		for i := range changes {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, 'failed', ?, ?)`,
-				applyID, changes[i].Address, string(changes[i].Action), at, reason); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+				applyID, changes[i].Address, string(changes[i].Action), PhaseFailed, at, reason); err != nil {
 				return fmt.Errorf("journal %s failed: %w", changes[i].Address, err)
 			}
 		}
@@ -241,10 +269,11 @@ func (db *DB) Fail(ctx context.Context, applyID int64, changes []plan.Change, re
 }
 
 // openOutcomes selects the journal rows whose effect nobody knows and nobody
-// resolved: 'unknown' rows, and 'dispatched' rows no later row of the same
-// apply and address followed.
+// resolved: unknown rows, and dispatched rows no later row of the same apply
+// and address followed. The phases are in the SQL text, not parameters, so
+// that SQLite uses the partial index journal_open.
 const openOutcomes = `SELECT j.id, j.apply_id, j.address, j.action, j.phase, j.at, coalesce(j.detail, '') FROM journal j
-	WHERE j.phase IN ('dispatched', 'unknown')
+	WHERE j.phase IN ('` + string(PhaseDispatched) + `', '` + string(PhaseUnknown) + `')
 	AND NOT EXISTS (SELECT 1 FROM journal k WHERE k.address = j.address AND k.apply_id = j.apply_id AND k.id > j.id)
 	AND NOT EXISTS (SELECT 1 FROM resolutions r WHERE r.journal_id = j.id)
 	ORDER BY j.id`
@@ -252,7 +281,8 @@ const openOutcomes = `SELECT j.id, j.apply_id, j.address, j.action, j.phase, j.a
 type openRow struct {
 	id, applyID         int64
 	address, action, at string
-	phase, detail       string
+	phase               JournalPhase
+	detail              string
 }
 
 func queryOpen(ctx context.Context, q interface {
@@ -304,18 +334,18 @@ func (db *DB) MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, e
 		}
 		at := db.stamp()
 		for _, r := range rows {
-			if r.phase != "dispatched" {
+			if r.phase != PhaseDispatched {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, 'unknown', ?, ?)`,
-				r.applyID, r.address, r.action, at, r.detail); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+				r.applyID, r.address, r.action, PhaseUnknown, at, r.detail); err != nil {
 				return fmt.Errorf("journal %s unknown: %w", r.address, err)
 			}
 			marked = append(marked, plan.Unknown{Address: r.address, Action: plan.Action(r.action), ApplyID: r.applyID, At: r.at})
 		}
-		// Every apply still 'running' died: the lock is ours.
-		_, err = tx.ExecContext(ctx, `UPDATE applies SET status = 'failed', finished_at = ?,
-			error = 'interrupted: the process ended before the apply finished' WHERE status = 'running'`, at)
+		// Every apply still running died: the lock is ours.
+		_, err = tx.ExecContext(ctx, `UPDATE applies SET status = ?, finished_at = ?,
+			error = 'interrupted: the process ended before the apply finished' WHERE status = ?`, ApplyFailed, at, ApplyRunning)
 		return err
 	})
 	return marked, err
@@ -325,15 +355,13 @@ func (db *DB) MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, e
 var ErrNothingToResolve = &reason.Error{Code: reason.NothingToResolve, Msg: "no unknown outcome to resolve"}
 
 // Resolve records an operator's decision on the unknown outcomes of address
-// under the lock. It never carries anything out: "applied" records in the
-// state what was dispatched, "not_applied" records that nothing happened,
-// so a later plan may do it again. Both bump the serial.
-func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, why string) (resolved int, serial int64, err error) {
-	if outcome == "not-applied" {
-		outcome = reconcile.OutcomeNotApplied
-	}
-	if outcome != reconcile.OutcomeApplied && outcome != reconcile.OutcomeNotApplied {
-		return 0, 0, reason.New(reason.InvalidUsage, "outcome %q: want applied or not-applied", outcome)
+// under the lock. It never carries anything out: applied records in the
+// state what was dispatched, not_applied (or not-applied) records that
+// nothing happened, so a later plan may do it again. Both bump the serial.
+func (db *DB) Resolve(ctx context.Context, lockID, address, outcomeFlag, actor, why string) (resolved int, serial int64, err error) {
+	outcome, err := reconcile.ParseOutcome(outcomeFlag)
+	if err != nil {
+		return 0, 0, err
 	}
 	err = db.write(ctx, func(tx *sql.Tx) error {
 		if err := holds(ctx, tx, lockID); err != nil {
@@ -350,7 +378,7 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, why 
 			if r.address != address {
 				continue
 			}
-			if r.phase != "unknown" {
+			if r.phase != PhaseUnknown {
 				return fmt.Errorf("%s was dispatched by apply %d, which may still run; run nlx apply or nlx plan first", address, r.applyID)
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO resolutions (journal_id, address, outcome, actor, reason, at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -388,16 +416,16 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, why 
 			_, err = tx.ExecContext(ctx, `DELETE FROM resources WHERE address = ?`, address)
 		} else {
 			_, err = tx.ExecContext(ctx, `INSERT INTO resources (address, kind, name, spec, spec_hash, status, serial, updated_at)
-				VALUES (?, ?, ?, ?, ?, 'active', ?, ?)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (address) DO UPDATE SET spec = excluded.spec, spec_hash = excluded.spec_hash,
-					status = 'active', serial = excluded.serial, updated_at = excluded.updated_at`,
-				address, string(d.Kind), d.Name, string(d.After), reconcile.HashSpec(d.After), serial, at)
+					status = excluded.status, serial = excluded.serial, updated_at = excluded.updated_at`,
+				address, string(d.Kind), d.Name, string(d.After), reconcile.HashSpec(d.After), reconcile.StatusActive, serial, at)
 		}
 		if err != nil {
 			return fmt.Errorf("record %s as applied: %w", address, err)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, 'committed', ?, ?)`,
-			last.applyID, address, last.action, at, "resolved as applied by "+actor+": "+why)
+		_, err = tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+			last.applyID, address, last.action, PhaseCommitted, at, "resolved as applied by "+actor+": "+why)
 		return err
 	})
 	return resolved, serial, err
@@ -405,19 +433,19 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcome, actor, why 
 
 // ApplyRecord is one apply, for nlx state history.
 type ApplyRecord struct {
-	ID           int64    `json:"id"`
-	PlanHash     string   `json:"plan_hash"`
-	Actor        string   `json:"actor"`
-	SerialBefore int64    `json:"serial_before"`
-	SerialAfter  int64    `json:"serial_after"`
-	StartedAt    string   `json:"started_at"`
-	FinishedAt   string   `json:"finished_at"`
-	Status       string   `json:"status"`
-	Committed    int      `json:"committed"`
-	Failed       int      `json:"failed"`
-	Unknown      int      `json:"unknown"`
-	Error        string   `json:"error,omitempty"`
-	Approvals    []string `json:"approvals"` // "address risk by actor: reason"
+	ID           int64       `json:"id"`
+	PlanHash     string      `json:"plan_hash"`
+	Actor        string      `json:"actor"`
+	SerialBefore int64       `json:"serial_before"`
+	SerialAfter  int64       `json:"serial_after"`
+	StartedAt    string      `json:"started_at"`
+	FinishedAt   string      `json:"finished_at"`
+	Status       ApplyStatus `json:"status"`
+	Committed    int         `json:"committed"`
+	Failed       int         `json:"failed"`
+	Unknown      int         `json:"unknown"`
+	Error        string      `json:"error,omitempty"`
+	Approvals    []string    `json:"approvals"` // "address risk by actor: reason"
 }
 
 // History lists every apply, oldest first.
@@ -426,7 +454,7 @@ func (db *DB) History(ctx context.Context) ([]ApplyRecord, error) {
 	err := db.read(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT a.id, a.plan_hash, a.actor, a.serial_before, a.serial_after, a.started_at,
 			coalesce(a.finished_at, ''), a.status, a.committed, a.failed, coalesce(a.error, ''),
-			(SELECT count(*) FROM journal j WHERE j.apply_id = a.id AND j.phase = 'unknown')
+			(SELECT count(*) FROM journal j WHERE j.apply_id = a.id AND j.phase = '`+string(PhaseUnknown)+`')
 			FROM applies a ORDER BY a.id`)
 		if err != nil {
 			return fmt.Errorf("read applies: %w", err)

@@ -9,17 +9,26 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// ProcessStatus is whether a launch still runs.
+type ProcessStatus string
+
+// The statuses of a launch.
+const (
+	ProcessRunning ProcessStatus = "running" // recorded; no stop receipt yet
+	ProcessStopped ProcessStatus = "stopped" // its tree was proven gone and its receipt written
+)
+
 // ProcessRow is one launched provider process as the state keeps it. The
 // identity and receipt are the isolation runtime's own records, as JSON.
 type ProcessRow struct {
-	LaunchID  string `json:"launch_id"`
-	Workspace string `json:"workspace"`
-	PID       int    `json:"pid"`
-	StartedAt string `json:"started_at"`
-	Identity  string `json:"identity"`
-	Status    string `json:"status"` // running or stopped
-	Receipt   string `json:"receipt,omitempty"`
-	StoppedAt string `json:"stopped_at,omitempty"`
+	LaunchID  string        `json:"launch_id"`
+	Workspace string        `json:"workspace"`
+	PID       int           `json:"pid"`
+	StartedAt string        `json:"started_at"`
+	Identity  string        `json:"identity"`
+	Status    ProcessStatus `json:"status"`
+	Receipt   string        `json:"receipt,omitempty"`
+	StoppedAt string        `json:"stopped_at,omitempty"`
 }
 
 // ErrNoProcess means no process has that launch id.
@@ -30,7 +39,7 @@ var ErrNoProcess = &reason.Error{Code: reason.NoSuchLaunch, Msg: "no such launch
 func (db *DB) RecordProcess(ctx context.Context, p ProcessRow) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO processes (launch_id, workspace, pid, started_at, identity, status)
-			VALUES (?, ?, ?, ?, ?, 'running')`, p.LaunchID, p.Workspace, p.PID, p.StartedAt, p.Identity)
+			VALUES (?, ?, ?, ?, ?, ?)`, p.LaunchID, p.Workspace, p.PID, p.StartedAt, p.Identity, ProcessRunning)
 		if err != nil {
 			return fmt.Errorf("record launch %s: %w", p.LaunchID, err)
 		}
@@ -42,8 +51,8 @@ func (db *DB) RecordProcess(ctx context.Context, p ProcessRow) error {
 // identity.
 func (db *DB) StopProcess(ctx context.Context, launchID, receipt, stoppedAt string) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE processes SET status = 'stopped', receipt = ?, stopped_at = ?
-			WHERE launch_id = ? AND status = 'running'`, receipt, stoppedAt, launchID)
+		res, err := tx.ExecContext(ctx, `UPDATE processes SET status = ?, receipt = ?, stopped_at = ?
+			WHERE launch_id = ? AND status = ?`, ProcessStopped, receipt, stoppedAt, launchID, ProcessRunning)
 		if err != nil {
 			return fmt.Errorf("receipt of launch %s: %w", launchID, err)
 		}
@@ -71,7 +80,9 @@ func (db *DB) Processes(ctx context.Context, all bool) ([]ProcessRow, error) {
 	if all {
 		return db.processes(ctx, ``)
 	}
-	return db.processes(ctx, `WHERE status = 'running'`)
+	// In the SQL text, not a parameter, so that SQLite uses the partial
+	// index processes_running.
+	return db.processes(ctx, `WHERE status = '`+string(ProcessRunning)+`'`)
 }
 
 func (db *DB) processes(ctx context.Context, where string, args ...any) ([]ProcessRow, error) {

@@ -144,7 +144,7 @@ func (db *DB) AppliedSpec(ctx context.Context, address string) (spec []byte, sta
 	if err != nil || r == nil {
 		return nil, "", false, err
 	}
-	return r.Spec, r.Status, true, nil
+	return r.Spec, string(r.Status), true, nil
 }
 
 // Rows lists every resource with its bookkeeping, by address.

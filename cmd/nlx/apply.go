@@ -206,9 +206,9 @@ func ledgerText(w io.Writer, l *reconcile.Ledger, applyErr error) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for _, e := range l.Entries {
 		switch e.Phase {
-		case "committed":
+		case reconcile.LedgerCommitted:
 			fmt.Fprintf(bw, "%s: %s\n", e.Address, pastTense[e.Action])
-		case "failed":
+		case reconcile.LedgerFailed:
 			fmt.Fprintf(bw, "%s: FAILED: %s\n", e.Address, e.Error)
 		}
 	}
@@ -241,7 +241,7 @@ func orNone(s string) string {
 func notApplied(l *reconcile.Ledger) int {
 	n := 0
 	for _, e := range l.Entries {
-		if e.Phase != "committed" {
+		if e.Phase != reconcile.LedgerCommitted {
 			n++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
+	"github.com/nlx-dev/nlx/state"
 )
 
 type execOptions struct {
@@ -138,7 +139,7 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 	// The provider has exited (or is to be stopped), but what it
 	// started may not have: stop the tree and write the receipt,
 	// unless nlx stop already did.
-	if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == "running" {
+	if row, err := db.Process(bg, p.Identity.LaunchID); err != nil || row.Status == state.ProcessRunning {
 		if _, err := isolate.Stop(bg, p.Identity, opts.grace, rec); err != nil {
 			return fmt.Errorf("stop launch %s: %w", p.Identity.LaunchID, err)
 		}

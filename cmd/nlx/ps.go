@@ -39,7 +39,7 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool) error {
 	gone := map[string]bool{}
 	for _, r := range rows {
 		var id isolate.Identity
-		if r.Status == "running" && json.Unmarshal([]byte(r.Identity), &id) == nil {
+		if r.Status == state.ProcessRunning && json.Unmarshal([]byte(r.Identity), &id) == nil {
 			gone[r.LaunchID], _ = isolate.Gone(id)
 		}
 	}
@@ -54,7 +54,7 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool) error {
 		}
 		items := []item{}
 		for _, r := range rows {
-			it := item{LaunchID: r.LaunchID, Workspace: r.Workspace, Status: r.Status, Gone: gone[r.LaunchID], Identity: json.RawMessage(r.Identity)}
+			it := item{LaunchID: r.LaunchID, Workspace: r.Workspace, Status: string(r.Status), Gone: gone[r.LaunchID], Identity: json.RawMessage(r.Identity)}
 			if r.Receipt != "" {
 				it.Receipt = json.RawMessage(r.Receipt)
 			}
@@ -68,7 +68,7 @@ func psRun(ctx context.Context, a *app, db *state.DB, all bool) error {
 		for _, r := range rows {
 			var id isolate.Identity
 			json.Unmarshal([]byte(r.Identity), &id)
-			status := r.Status
+			status := string(r.Status)
 			if gone[r.LaunchID] {
 				status += " (gone: nlx stopped watching it; nlx stop " + r.LaunchID + " records its receipt)"
 			}

@@ -50,7 +50,7 @@ func listRun(ctx context.Context, a *app, db *state.DB) error {
 		}
 		items := []item{}
 		for _, r := range rows {
-			items = append(items, item{r.Address, string(r.Kind), r.Name, r.Status, r.Serial, r.Hash})
+			items = append(items, item{r.Address, string(r.Kind), r.Name, string(r.Status), r.Serial, r.Hash})
 		}
 		return (struct {
 			Lineage   string    `json:"lineage"`

@@ -29,7 +29,7 @@ proven gone it writes a stop receipt and releases the identity.`,
 				if err != nil {
 					return err
 				}
-				if row.Status != "running" {
+				if row.Status != state.ProcessRunning {
 					return reason.New(reason.LaunchStopped, "launch %s already stopped at %s", args[0], row.StoppedAt)
 				}
 				var id isolate.Identity

@@ -3,7 +3,8 @@ package testgen
 import (
 	"bytes"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -42,12 +43,7 @@ var Bombs = map[string]func(pkg string) []byte{
 
 // BombNames lists Bombs in order.
 func BombNames() []string {
-	names := make([]string, 0, len(Bombs))
-	for n := range Bombs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(Bombs))
 }
 
 func chain(pkg, term, op string, n int) []byte {
