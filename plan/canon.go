@@ -79,7 +79,7 @@ func appendChange(b []byte, c *Change) ([]byte, error) {
 	b = append(b, `,"risks":`...)
 	b = appendRisks(b, c.Risks)
 	b = append(b, `,"refused":`...)
-	b = appendRisks(b, c.Refused)
+	b = appendRefusals(b, c.Refused)
 	b = append(b, `,"diff":`...)
 	if c.Diff == nil {
 		b = append(b, "null"...)
@@ -121,20 +121,32 @@ func appendChange(b []byte, c *Change) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendRaw appends a raw JSON value in compact form; empty means null.
+// appendRisks appends risks as a JSON list of {code, reason}.
 func appendRisks(b []byte, rs []Risk) []byte {
-	if rs == nil {
+	return appendGates(b, rs, func(r Risk) (string, string) { return string(r.Code), r.Reason })
+}
+
+// appendRefusals appends refusals as a JSON list of {code, reason}.
+func appendRefusals(b []byte, rs []Refusal) []byte {
+	return appendGates(b, rs, func(r Refusal) (string, string) { return string(r.Code), r.Reason })
+}
+
+// appendGates appends a nil list as null, else each item's code and
+// reason.
+func appendGates[T any](b []byte, items []T, of func(T) (code, why string)) []byte {
+	if items == nil {
 		return append(b, "null"...)
 	}
 	b = append(b, '[')
-	for i, r := range rs {
+	for i, it := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		code, why := of(it)
 		b = append(b, `{"code":`...)
-		b = appendString(b, r.Code)
+		b = appendString(b, code)
 		b = append(b, `,"reason":`...)
-		b = appendString(b, r.Reason)
+		b = appendString(b, why)
 		b = append(b, '}')
 	}
 	return append(b, ']')
@@ -263,8 +275,11 @@ func checkUTF8(p *Plan) error {
 	}
 	for _, c := range p.Changes {
 		errs = append(errs, bad("address", c.Address))
-		for _, r := range append(c.Risks, c.Refused...) {
-			errs = append(errs, bad("risk", r.Code+" "+r.Reason))
+		for _, r := range c.Risks {
+			errs = append(errs, bad("risk", string(r.Code)+" "+r.Reason))
+		}
+		for _, r := range c.Refused {
+			errs = append(errs, bad("refusal", string(r.Code)+" "+r.Reason))
 		}
 		for _, d := range c.Diff {
 			errs = append(errs, bad("field path", d.Path))

@@ -70,7 +70,7 @@ func stringsPlan(s string) *Plan {
 			Kind:    schema.Kind(s),
 			Name:    s,
 			Action:  Action(s),
-			Risks:   []Risk{{Code: s, Reason: s}},
+			Risks:   []Risk{{Code: RiskCode(s), Reason: s}},
 			Diff:    []FieldDiff{{Path: s, Before: raw(`1`), After: raw(`2`)}},
 			Before:  raw(`{}`),
 			After:   raw(`{}`),

@@ -74,7 +74,7 @@ func representativePlan(t testing.TB) *Plan {
 			Name:    "nightly-digest",
 			Action:  Create,
 			Risks:   []Risk{},
-			Refused: []Risk{{Code: "disabled_requested_provider", Reason: "provider codex of connection team-codex is disabled"}},
+			Refused: []Refusal{{Code: "disabled_requested_provider", Reason: "provider codex of connection team-codex is disabled"}},
 			Diff: []FieldDiff{
 				{Path: "connection", After: raw(`"team-codex"`)},
 				{Path: "prompt", After: raw(`"Summarise \"today\" <in> & out"`)},
@@ -118,7 +118,7 @@ func representativePlan(t testing.TB) *Plan {
 	}
 	for i := range p.Changes {
 		if p.Changes[i].Refused == nil {
-			p.Changes[i].Refused = []Risk{}
+			p.Changes[i].Refused = []Refusal{}
 		}
 	}
 	fillHash(t, p)

@@ -61,20 +61,23 @@ func (a Action) Creates() bool { return a == Create || a == Replace }
 func (a Action) Destroys() bool { return a == Delete || a == Replace }
 
 // Risk marks a change that apply carries out only with a recorded approval
-// (or, for unknown_claim, a resolution). The same type names a refusal: a
-// reason no approval can overcome; its Code is then one of the refusal codes
-// below.
+// (or, for unknown_claim, a resolution).
 type Risk struct {
 	Code   RiskCode `json:"code"`   // stable: image_migration, destructive, ...
 	Reason string   `json:"reason"` // one line for people
 }
 
-// RiskCode is the stable code of a risk (or, in Change.Refused, of a
-// refusal). It is an alias of string rather than a defined type like Action
-// because code and tests handle Risk.Code as a plain string (and it also
-// carries the refusal codes); its values are defined here and only here
-// (TestNoBareCodeLiterals in internal/constcheck enforces that).
-type RiskCode = string
+// Refusal is a reason no approval can overcome: the config must change.
+// Its code is a reason code (disabled_requested_provider,
+// implicit_substitution, raw_secret_value): apply refuses with it.
+type Refusal struct {
+	Code   reason.Code `json:"code"`
+	Reason string      `json:"reason"`
+}
+
+// RiskCode is the stable code of a risk; its values are defined here and
+// only here (TestNoBareCodeLiterals in internal/constcheck enforces that).
+type RiskCode string
 
 // Risk codes: apply needs an approval for each (unknown_claim: a resolution).
 const (
@@ -84,13 +87,6 @@ const (
 	RiskDestructive        RiskCode = "destructive"         // a delete, a replace or a chat reset
 	RiskPermissionWidening RiskCode = "permission_widening" // policy, egress, authority, roles or operators grow
 	RiskCredentialRebind   RiskCode = "credential_rebind"   // a connection's credentials or a job's connection change
-)
-
-// Refusal codes: no approval can apply such a change; the config must change.
-const (
-	RefusedDisabledProvider     = string(reason.DisabledProvider)
-	RefusedImplicitSubstitution = string(reason.ImplicitSubstitution)
-	RefusedRawSecret            = string(reason.RawSecretValue)
 )
 
 // NeedsApproval reports whether a risk is cleared by an approval (all but
@@ -113,7 +109,7 @@ type Change struct {
 	Name    string          `json:"name"`
 	Action  Action          `json:"action"`
 	Risks   []Risk          `json:"risks"`
-	Refused []Risk          `json:"refused"` // reasons no approval can overcome
+	Refused []Refusal       `json:"refused"` // reasons no approval can overcome
 	Diff    []FieldDiff     `json:"diff"`
 	Before  json.RawMessage `json:"before"` // the applied spec; null for a create
 	After   json.RawMessage `json:"after"`  // the desired spec; null for a delete

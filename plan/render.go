@@ -154,10 +154,10 @@ func (v View) text(w *bufio.Writer, p *Plan) {
 		c := &p.Changes[i]
 		fmt.Fprintf(w, "\n  %s\n", v.paint(ansiBold, "# "+c.Address+" "+describe(c.Action)))
 		for _, r := range c.Refused {
-			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# x refused, "+r.Code+": "+r.Reason))
+			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# x refused, "+string(r.Code)+": "+r.Reason))
 		}
 		for _, r := range c.Risks {
-			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# ! "+r.Code+": "+r.Reason))
+			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# ! "+string(r.Code)+": "+r.Reason))
 		}
 		if c.NeedsApproval() && len(c.Refused) == 0 {
 			fmt.Fprintf(w, "  #   approve: %s\n", v.approveCommand(c))
@@ -304,10 +304,10 @@ func longestRun(s string, c byte) int {
 func mdRisks(c Change) string {
 	var parts []string
 	for _, r := range c.Refused {
-		parts = append(parts, "refused, **"+r.Code+"**: "+strings.ReplaceAll(r.Reason, "|", `\|`))
+		parts = append(parts, "refused, **"+string(r.Code)+"**: "+strings.ReplaceAll(r.Reason, "|", `\|`))
 	}
 	for _, r := range c.Risks {
-		parts = append(parts, "**"+r.Code+"**: "+strings.ReplaceAll(r.Reason, "|", `\|`))
+		parts = append(parts, "**"+string(r.Code)+"**: "+strings.ReplaceAll(r.Reason, "|", `\|`))
 	}
 	return strings.Join(parts, "<br>")
 }

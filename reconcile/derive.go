@@ -123,7 +123,7 @@ func firstDifference(got, want *plan.Plan) string {
 		case !same(c.Risks, w.Risks):
 			return fmt.Sprintf("%s: risks %s, want %s", c.Address, riskCodes(c.Risks), riskCodes(w.Risks))
 		case !same(c.Refused, w.Refused):
-			return fmt.Sprintf("%s: refusals %s, want %s", c.Address, riskCodes(c.Refused), riskCodes(w.Refused))
+			return fmt.Sprintf("%s: refusals %s, want %s", c.Address, refusalCodes(c.Refused), refusalCodes(w.Refused))
 		case !same(c.Before, w.Before):
 			return fmt.Sprintf("%s: its before is not the applied spec", c.Address)
 		case !same(c.After, w.After):
@@ -153,7 +153,15 @@ func firstDifference(got, want *plan.Plan) string {
 func riskCodes(rs []plan.Risk) string {
 	codes := make([]string, len(rs))
 	for i, r := range rs {
-		codes[i] = r.Code
+		codes[i] = string(r.Code)
+	}
+	return listOrNone(codes)
+}
+
+func refusalCodes(rs []plan.Refusal) string {
+	codes := make([]string, len(rs))
+	for i, r := range rs {
+		codes[i] = string(r.Code)
 	}
 	return listOrNone(codes)
 }

@@ -198,7 +198,7 @@ func change(kind schema.Kind, name string, before, after json.RawMessage) (plan.
 		Kind:    kind,
 		Name:    name,
 		Risks:   []plan.Risk{},
-		Refused: []plan.Risk{},
+		Refused: []plan.Refusal{},
 		Before:  nullIfEmpty(before),
 		After:   nullIfEmpty(after),
 	}

@@ -89,10 +89,9 @@ type LedgerEntry struct {
 	Error   string      `json:"error,omitempty"`
 }
 
-// LedgerPhase is how a change of an apply ended. It is an alias of string
-// rather than a defined type because tests handle LedgerEntry.Phase as a
-// plain string; its values are defined here and only here.
-type LedgerPhase = string
+// LedgerPhase is how a change of an apply ended; its values are defined
+// here and only here.
+type LedgerPhase string
 
 // The ledger phases.
 const (
@@ -395,7 +394,7 @@ func checkImages(ctx context.Context, images ImageChecker, p *plan.Plan) error {
 // checkRefused refuses a plan holding a change no approval can apply.
 func checkRefused(p *plan.Plan) error {
 	var lines []string
-	code := ""
+	var code reason.Code
 	for _, c := range p.Changes {
 		for _, r := range c.Refused {
 			if code == "" {
@@ -407,7 +406,7 @@ func checkRefused(p *plan.Plan) error {
 	if code == "" {
 		return nil
 	}
-	return reason.New(reason.Code(code), "the plan holds changes no approval can apply; change the config:\n%s", strings.Join(lines, "\n"))
+	return reason.New(code, "the plan holds changes no approval can apply; change the config:\n%s", strings.Join(lines, "\n"))
 }
 
 // checkUnknowns refuses changes touching an outcome nobody has resolved.
@@ -483,9 +482,13 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 	if err != nil {
 		return nil, err
 	}
-	byKey := map[[2]string][]Approval{}
+	type key struct {
+		address string
+		risk    plan.RiskCode
+	}
+	byKey := map[key][]Approval{}
 	for _, a := range recorded {
-		k := [2]string{a.Address, a.Risk}
+		k := key{a.Address, a.Risk}
 		byKey[k] = append(byKey[k], a)
 	}
 	var missing []string
@@ -495,7 +498,7 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 			if !plan.NeedsApproval(r.Code) {
 				continue
 			}
-			a, why := pickApproval(byKey[[2]string{c.Address, r.Code}], auth, p, c, r.Code, now)
+			a, why := pickApproval(byKey[key{c.Address, r.Code}], auth, p, c, r.Code, now)
 			if a == nil {
 				missing = append(missing, fmt.Sprintf("  %s %s: %s\n    nlx approve %s --change %s --actor NAME --reason TEXT", c.Address, r.Code, why, planFile, c.Address))
 				continue

@@ -128,7 +128,7 @@ func (f *fixture) fingerprint() string {
 		b.WriteString(r.Address() + r.Hash)
 	}
 	for _, j := range journal {
-		b.WriteString(j.Address + j.Phase)
+		b.WriteString(j.Address + string(j.Phase))
 	}
 	return b.String()
 }
@@ -186,7 +186,7 @@ func TestApplyConverges(t *testing.T) {
 	journal, _ := f.db.Journal(context.Background())
 	phases := map[string]int{}
 	for _, j := range journal {
-		phases[j.Phase]++
+		phases[string(j.Phase)]++
 	}
 	if phases["intended"] != 17 || phases["committed"] != 17 || len(journal) != 34 {
 		t.Errorf("journal phases: %v", phases)
@@ -301,7 +301,7 @@ func TestApplyPartialFailureReportsWhatHappened(t *testing.T) {
 	}
 	var phases []string
 	for _, e := range ledger.Entries {
-		phases = append(phases, e.Phase)
+		phases = append(phases, string(e.Phase))
 	}
 	want := []string{"committed", "committed", "committed", "committed", "committed",
 		"failed", "failed", "failed", "failed", "failed",

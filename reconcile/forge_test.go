@@ -87,7 +87,7 @@ func TestForgedPlansRefused(t *testing.T) {
 				before, _ := json.Marshal(schema.Host{Operators: []string{"alice"}, TwoPersonRule: true})
 				after, _ := json.Marshal(schema.Host{Operators: []string{"alice", "mallory"}, TwoPersonRule: true})
 				p.Changes = append(p.Changes, plan.Change{Address: "host.config", Kind: schema.KindHost, Name: "config",
-					Action: plan.Update, Risks: []plan.Risk{}, Refused: []plan.Risk{},
+					Action: plan.Update, Risks: []plan.Risk{}, Refused: []plan.Refusal{},
 					Diff:   []plan.FieldDiff{{Path: "operators[1]", After: json.RawMessage(`"mallory"`)}},
 					Before: before, After: after})
 				summarize(p)

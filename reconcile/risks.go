@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -37,20 +38,21 @@ func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error
 		if u, ok := unknown[c.Address]; ok {
 			a.risk(plan.RiskUnknownClaim, "apply %d dispatched %s of %s and nobody knows how it ended; resolve it first", u.ApplyID, u.Action, c.Address)
 		}
-		c.Risks, c.Refused = a.risks.list(), a.refused.list()
+		c.Risks = list(&a.risks, func(c plan.RiskCode, why string) plan.Risk { return plan.Risk{Code: c, Reason: why} })
+		c.Refused = list(&a.refused, func(c reason.Code, why string) plan.Refusal { return plan.Refusal{Code: c, Reason: why} })
 	}
 	return nil
 }
 
 // reasons gathers the reasons for each code, in the order codes arise.
-type reasons struct {
-	order []plan.RiskCode
-	why   map[plan.RiskCode][]string
+type reasons[C ~string] struct {
+	order []C
+	why   map[C][]string
 }
 
-func (r *reasons) add(code plan.RiskCode, reason string) {
+func (r *reasons[C]) add(code C, reason string) {
 	if r.why == nil {
-		r.why = map[plan.RiskCode][]string{}
+		r.why = map[C][]string{}
 	}
 	if _, ok := r.why[code]; !ok {
 		r.order = append(r.order, code)
@@ -58,11 +60,11 @@ func (r *reasons) add(code plan.RiskCode, reason string) {
 	r.why[code] = append(r.why[code], reason)
 }
 
-// list returns one Risk per code, its reasons joined; never nil.
-func (r *reasons) list() []plan.Risk {
-	out := []plan.Risk{}
+// list returns one T per code, its reasons joined; never nil.
+func list[T any, C ~string](r *reasons[C], mk func(C, string) T) []T {
+	out := []T{}
 	for _, code := range r.order {
-		out = append(out, plan.Risk{Code: code, Reason: strings.Join(r.why[code], "; ")})
+		out = append(out, mk(code, strings.Join(r.why[code], "; ")))
 	}
 	return out
 }
@@ -70,15 +72,15 @@ func (r *reasons) list() []plan.Risk {
 type assessor struct {
 	c       *plan.Change
 	desired *schema.Config
-	risks   reasons
-	refused reasons
+	risks   reasons[plan.RiskCode]
+	refused reasons[reason.Code]
 }
 
 func (a *assessor) risk(code plan.RiskCode, format string, args ...any) {
 	a.risks.add(code, fmt.Sprintf(format, args...))
 }
 
-func (a *assessor) refuse(code plan.RiskCode, format string, args ...any) {
+func (a *assessor) refuse(code reason.Code, format string, args ...any) {
 	a.refused.add(code, fmt.Sprintf(format, args...))
 }
 
@@ -157,7 +159,7 @@ func (a *assessor) assess() error {
 		}
 		if before.Enabled() && !after.Enabled() {
 			if stranded := a.strandedJobs(c.Name); len(stranded) > 0 {
-				a.refuse(plan.RefusedDisabledProvider, "disabling provider %s leaves job(s) %s on it without an enabled fallbackConnection",
+				a.refuse(reason.DisabledProvider, "disabling provider %s leaves job(s) %s on it without an enabled fallbackConnection",
 					c.Name, strings.Join(stranded, ", "))
 			}
 		}
@@ -232,7 +234,7 @@ func (a *assessor) connection(before, after *schema.Connection) {
 			continue
 		}
 		if (before.Provider != after.Provider && j.Provider != after.Provider) || (before.Billing != after.Billing && j.Billing != after.Billing) {
-			a.refuse(plan.RefusedImplicitSubstitution,
+			a.refuse(reason.ImplicitSubstitution,
 				"job %s would move from %s/%s to %s/%s without its config saying so (set its provider and billing)",
 				name, before.Provider, before.Billing, after.Provider, after.Billing)
 		}
@@ -272,7 +274,7 @@ func (a *assessor) jobProvider(name string, j *schema.Job) {
 		return
 	}
 	if p := a.desired.Providers[conn.Provider]; p != nil && !p.Enabled() && !a.hasFallback(j) {
-		a.refuse(plan.RefusedDisabledProvider, "provider %s of connection %s is disabled and job %s names no enabled fallbackConnection",
+		a.refuse(reason.DisabledProvider, "provider %s of connection %s is disabled and job %s names no enabled fallbackConnection",
 			conn.Provider, j.Connection, name)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
 )
@@ -30,10 +31,10 @@ func gates(p *plan.Plan) map[string][]string {
 	for _, c := range p.Changes {
 		var codes []string
 		for _, r := range c.Risks {
-			codes = append(codes, r.Code)
+			codes = append(codes, string(r.Code))
 		}
 		for _, r := range c.Refused {
-			codes = append(codes, "refused:"+r.Code)
+			codes = append(codes, "refused:"+string(r.Code))
 		}
 		if len(codes) > 0 {
 			sort.Strings(codes)
@@ -97,31 +98,31 @@ connections: "platform-claude": {
 		{"image_migration: a workspace moves to another image", func(f *fixture) {
 			f.appendFile("images.cue", "images: \"pi-runtime-2\": {platforms: [\"linux/arm64\"], base: \"scratch\", layers: []}\n")
 			f.edit("workspaces.cue", "owner:     \"alice\"\n\t\timage:     \"pi-runtime\"", "owner:     \"alice\"\n\t\timage:     \"pi-runtime-2\"")
-		}, map[string][]string{"workspace.alice": {plan.RiskImageMigration}}},
+		}, map[string][]string{"workspace.alice": {string(plan.RiskImageMigration)}}},
 		{"destructive: a job deleted", func(f *fixture) {
 			f.edit("jobs.cue", "\t\"bob-inbox-triage\": {\n\t\tworkspace:   \"bob\"\n\t\tconnection:  \"bob-codex\"\n\t\tschedule: {cron: \"0 8 * * *\", timezone: \"Europe/Berlin\"}\n\t\tprompt:      \"Sort my notification inbox into act, read and ignore.\"\n\t\tconcurrency: \"queue\"\n\t}\n", "")
-		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskDestructive}}},
+		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskDestructive)}}},
 		{"destructive: a conversation key changes (chat reset)", func(f *fixture) {
 			f.edit("jobs.cue", `"platform/digest"`, `"platform/digest-2"`)
-		}, map[string][]string{"job.nightly-digest": {plan.RiskDestructive}}},
+		}, map[string][]string{"job.nightly-digest": {string(plan.RiskDestructive)}}},
 		{"destructive: a workspace resets chats after every run", func(f *fixture) {
 			f.edit("workspaces.cue", `chatReset: "never"`, `chatReset: "per_run"`)
-		}, map[string][]string{"workspace.bob": {plan.RiskDestructive}}},
+		}, map[string][]string{"workspace.bob": {string(plan.RiskDestructive)}}},
 		{"destructive: a connection replaced", func(f *fixture) {
 			f.edit("connections.cue", "scope:          \"personal\"\n\t\tworkspace:      \"bob\"", "scope:          \"team\"\n\t\tworkspace:      \"bob\"")
-		}, map[string][]string{"connection.bob-codex": {plan.RiskDestructive}}},
+		}, map[string][]string{"connection.bob-codex": {string(plan.RiskDestructive)}}},
 		{"permission_widening: workspace policy", func(f *fixture) {
 			f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
-		}, map[string][]string{"workspace.alice": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"workspace.alice": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: network egress", func(f *fixture) {
 			f.edit("workspaces.cue", `network: egress: "none"`, `network: egress: "full"`)
-		}, map[string][]string{"workspace.bob": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"workspace.bob": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: a member added", func(f *fixture) {
 			f.edit("workspaces.cue", `members: bob: "admin"`, `members: {bob: "admin", carol: "member"}`)
-		}, map[string][]string{"workspace.bob": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"workspace.bob": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: a member becomes admin", func(f *fixture) {
 			f.edit("workspaces.cue", `carol: "member"`, `carol: "admin"`)
-		}, map[string][]string{"workspace.platform": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"workspace.platform": {string(plan.RiskPermissionWidening)}}},
 		{"no risk: an admin becomes member", func(f *fixture) {
 			f.edit("workspaces.cue", `alice: "admin"
 			bob:   "member"`, `alice: "admin"
@@ -133,47 +134,47 @@ connections: "platform-claude": {
 		{"permission_widening: background authority", func(f *fixture) {
 			f.edit("jobs.cue", `concurrency: "queue"`, `concurrency: "queue"
 		backgroundAuthority: true`)
-		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: a job's policy widens to its workspace's", func(f *fixture) {
 			f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
 			f.edit("jobs.cue", `policy:     "read_only"`, `policy:     "workspace_write"`)
-		}, map[string][]string{"workspace.alice": {plan.RiskPermissionWidening}, "job.alice-review-queue": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"workspace.alice": {string(plan.RiskPermissionWidening)}, "job.alice-review-queue": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: an operator added", func(f *fixture) {
 			f.edit("host.cue", `operators: ["alice"]`, `operators: ["alice", "bob"]`)
-		}, map[string][]string{"host.config": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"host.config": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: the two-person rule switched off", func(f *fixture) {
 			f.edit("host.cue", `twoPersonRule: true`, `twoPersonRule: false`)
-		}, map[string][]string{"host.config": {plan.RiskPermissionWidening}}},
+		}, map[string][]string{"host.config": {string(plan.RiskPermissionWidening)}}},
 		{"credential_rebind: a connection's credential home", func(f *fixture) {
 			f.edit("connections.cue", `"bob/codex"`, `"bob/codex-2"`)
-		}, map[string][]string{"connection.bob-codex": {plan.RiskCredentialRebind}}},
+		}, map[string][]string{"connection.bob-codex": {string(plan.RiskCredentialRebind)}}},
 		{"credential_rebind: a connection's owner", func(f *fixture) {
 			f.edit("connections.cue", "owner:          \"alice\"\n\t\tscope:          \"team\"", "owner:          \"carol\"\n\t\tscope:          \"team\"")
-		}, map[string][]string{"connection.platform-codex": {plan.RiskCredentialRebind}}},
+		}, map[string][]string{"connection.platform-codex": {string(plan.RiskCredentialRebind)}}},
 		{"credential_rebind: a job moves to another connection it names", func(f *fixture) {
 			f.appendFile("connections.cue", newPlatformClaude)
 			f.edit("jobs.cue", "workspace:  \"platform\"\n\t\tconnection: \"platform-codex\"", "workspace:  \"platform\"\n\t\tconnection: \"platform-claude\"")
-		}, map[string][]string{"job.weekly-release-notes": {plan.RiskCredentialRebind}}},
+		}, map[string][]string{"job.weekly-release-notes": {string(plan.RiskCredentialRebind)}}},
 		{"implicit_substitution: a connection's billing changes under unpinned jobs", func(f *fixture) {
 			f.edit("connections.cue", `billing:        "subscription"
 		credentialHome: "platform/codex"`, `billing:        "api"
 		credentialHome: "platform/codex"`)
-		}, map[string][]string{"connection.platform-codex": {plan.RiskCredentialRebind, "refused:" + plan.RefusedImplicitSubstitution}}},
+		}, map[string][]string{"connection.platform-codex": {string(plan.RiskCredentialRebind), "refused:" + string(reason.ImplicitSubstitution)}}},
 		{"no substitution when the jobs say so", func(f *fixture) {
 			f.edit("connections.cue", `billing:        "subscription"
 		credentialHome: "platform/codex"`, `billing:        "api"
 		credentialHome: "platform/codex"`)
 			f.appendFile("jobs.cue", "jobs: \"nightly-digest\": billing: \"api\"\njobs: \"weekly-release-notes\": billing: \"api\"\n")
-		}, map[string][]string{"connection.platform-codex": {plan.RiskCredentialRebind}}},
+		}, map[string][]string{"connection.platform-codex": {string(plan.RiskCredentialRebind)}}},
 		{"disabled_requested_provider: a provider disabled under its jobs", func(f *fixture) {
 			f.edit("providers.cue", "kind:    \"claude-code\"\n\t\tstatus:  \"enabled\"", "kind:    \"claude-code\"\n\t\tstatus:  \"disabled\"")
-		}, map[string][]string{"provider.claude": {"refused:" + plan.RefusedDisabledProvider}}},
+		}, map[string][]string{"provider.claude": {"refused:" + string(reason.DisabledProvider)}}},
 		{"disabled_requested_provider: a new job on a disabled provider", func(f *fixture) {
 			f.appendFile("connections.cue", `connections: "bob-opencode": {owner: "bob", scope: "personal", workspace: "bob", provider: "opencode", billing: "api", credentialHome: "bob/opencode", generation: 1}
 `)
 			f.appendFile("jobs.cue", `jobs: "bob-experiment": {workspace: "bob", connection: "bob-opencode", schedule: every: "6h", prompt: "Try opencode."}
 `)
-		}, map[string][]string{"job.bob-experiment": {"refused:" + plan.RefusedDisabledProvider}}},
+		}, map[string][]string{"job.bob-experiment": {"refused:" + string(reason.DisabledProvider)}}},
 		{"no refusal with an enabled fallback", func(f *fixture) {
 			f.appendFile("connections.cue", `connections: "bob-opencode": {owner: "bob", scope: "personal", workspace: "bob", provider: "opencode", billing: "api", credentialHome: "bob/opencode", generation: 1}
 `)
@@ -183,7 +184,7 @@ connections: "platform-claude": {
 		{"held_import: an imported job released", func(f *fixture) {
 			f.hold("job.bob-inbox-triage")
 			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
-		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskHeldImport}}},
+		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskHeldImport)}}},
 		{"a held import that nothing changes stays held, no risk", func(f *fixture) {
 			f.hold("job.bob-inbox-triage")
 			f.edit("jobs.cue", `"30 6 * * 1-5"`, `"0 7 * * 1-5"`)
@@ -193,7 +194,7 @@ connections: "platform-claude": {
 				s.Unknowns = append(s.Unknowns, plan.Unknown{Address: "job.bob-inbox-triage", Action: plan.Update, ApplyID: 7, At: "now"})
 			}
 			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
-		}, map[string][]string{"job.bob-inbox-triage": {plan.RiskUnknownClaim}}},
+		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskUnknownClaim)}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,7 +233,7 @@ func TestApplyRefusesRefusedPlans(t *testing.T) {
 	p := f.plan()
 	before := f.fingerprint()
 	_, err := f.apply(p, reconcile.ApplyOptions{})
-	if err == nil || !strings.Contains(err.Error(), plan.RefusedDisabledProvider) || !strings.Contains(err.Error(), "alice-review-queue") {
+	if err == nil || !strings.Contains(err.Error(), string(reason.DisabledProvider)) || !strings.Contains(err.Error(), "alice-review-queue") {
 		t.Fatalf("got %v, want a disabled_requested_provider refusal naming the job", err)
 	}
 	if f.fingerprint() != before {
@@ -240,7 +241,7 @@ func TestApplyRefusesRefusedPlans(t *testing.T) {
 	}
 	// No approval can overcome a refusal.
 	_, err = reconcile.Approve(context.Background(), f.db, p, reconcile.ApproveOptions{Actor: "alice", Reason: "please", Changes: []string{"provider.claude"}})
-	if err == nil || !strings.Contains(err.Error(), plan.RefusedDisabledProvider) {
+	if err == nil || !strings.Contains(err.Error(), string(reason.DisabledProvider)) {
 		t.Fatalf("approve of a refused change: got %v", err)
 	}
 }

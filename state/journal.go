@@ -13,11 +13,9 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// JournalPhase is the phase a journal row records a change in. It is an
-// alias of string rather than a defined type because tests handle
-// JournalEntry.Phase as a plain string; its values are defined here and only
-// here.
-type JournalPhase = string
+// JournalPhase is the phase a journal row records a change in; its values
+// are defined here and only here.
+type JournalPhase string
 
 // The journal phases, in the order a change goes through them. A change
 // without an effect outside the state goes from intended to committed; an

@@ -69,10 +69,10 @@ func approveRun(ctx context.Context, a *app, opts *approveOptions) error {
 	}
 	jsonDoc := func() any {
 		type item struct {
-			Address   string `json:"address"`
-			Risk      string `json:"risk"`
-			Actor     string `json:"actor"`
-			ExpiresAt string `json:"expires_at"`
+			Address   string        `json:"address"`
+			Risk      plan.RiskCode `json:"risk"`
+			Actor     string        `json:"actor"`
+			ExpiresAt string        `json:"expires_at"`
 		}
 		items := []item{}
 		for _, ap := range approvals {

@@ -173,7 +173,7 @@ func TestForgedPlanFile(t *testing.T) {
 	hostBefore, _ := json.Marshal(schema.Host{Operators: []string{"alice"}, TwoPersonRule: true})
 	hostAfter, _ := json.Marshal(schema.Host{Operators: []string{"alice", "mallory"}, TwoPersonRule: true})
 	p.Changes = append(p.Changes, plan.Change{Address: "host.config", Kind: schema.KindHost, Name: "config", Action: plan.Update,
-		Risks: []plan.Risk{}, Refused: []plan.Risk{}, Diff: []plan.FieldDiff{{Path: "operators[1]", After: json.RawMessage(`"mallory"`)}},
+		Risks: []plan.Risk{}, Refused: []plan.Refusal{}, Diff: []plan.FieldDiff{{Path: "operators[1]", After: json.RawMessage(`"mallory"`)}},
 		Before: hostBefore, After: hostAfter})
 	p.Summary = plan.Summarize(p.Changes)
 	p.PlanHash = ""

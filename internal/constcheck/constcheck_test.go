@@ -34,10 +34,10 @@ var concepts = []struct{ dir, typ string }{
 // allowed are the bare literals that stay, by file and value: each is
 // another concept that happens to share the spelling.
 var allowed = map[[2]string]string{
-	{"launch/launch.go", "not_applied"}:  "launch.CodeNotApplied, a refusal code",
-	{"launch/launch.go", "held"}:         "launch.CodeHeld, a refusal code",
-	{"cmd/nlx/root.go", "unknown"}:       "the actor name when nothing names one",
-	{"cmd/nlx/state_list.go", "running"}: "the state lock holder's liveness, shown to people",
+	{"internal/reason/codes.go", "not_applied"}: "reason.NotApplied, the launch refusal, not the resolve outcome",
+	{"internal/reason/codes.go", "held"}:        "reason.Held, the launch refusal, not the resource status",
+	{"cmd/nlx/root.go", "unknown"}:              "the actor name when nothing names one",
+	{"cmd/nlx/state_list.go", "running"}:        "the state lock holder's liveness, shown to people",
 }
 
 // definition is where a concept's constant is defined.
