@@ -11,8 +11,8 @@ func TestParseOutcome(t *testing.T) {
 		{"applied", OutcomeApplied, ""},
 		{"not_applied", OutcomeNotApplied, ""},
 		{"not-applied", OutcomeNotApplied, ""},
-		{"Applied", "", `outcome "Applied": want applied or not-applied`},
-		{"", "", `outcome "": want applied or not-applied`},
+		{"Applied", "", `invalid_usage: --outcome "Applied": want applied or not-applied`},
+		{"", "", `invalid_usage: --outcome "": want applied or not-applied`},
 	}
 	for _, tt := range tests {
 		got, err := ParseOutcome(tt.in)
