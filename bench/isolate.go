@@ -66,7 +66,7 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 			fmt.Printf("  %s: not measured (is it installed?)\n", pair.name)
 			continue
 		}
-		fmt.Printf("  %-6s %.1f ms, raw %.1f ms: ratio %.2f (target <= %.1f) %s\n", pair.name, median(m["nlx-ms"]), median(m["raw-ms"]), r, pair.target, verdict(r <= pair.target))
+		fmt.Printf("  %-6s %.1f ms, raw %.1f ms: ratio %.2f (target <= %.1f) %s\n", pair.name, median(m["nlx-ms"]), median(m["raw-ms"]), r, pair.target, verdict(r <= pair.target, "isolated launch, "+pair.name))
 	}
 	if m := runs["filter"]; len(m["bare-ms"]) > 0 {
 		fmt.Printf("  (the raw bwrap runs nlx's command line, seccomp filter and bind handles included; without them: %.1f ms against %.1f ms, %+.0f%%)\n",
