@@ -18,6 +18,7 @@ import (
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/internal/testgen"
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -206,9 +207,8 @@ func TestStructure(t *testing.T) {
 	if err := WriteLayout(layoutDir, idx, "pi-runtime"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("skopeo"); err != nil {
-		t.Log("skopeo is not installed (Debian package skopeo; .ci/run installs it): skipping the skopeo read-back")
-	} else {
+	t.Run("skopeo", func(t *testing.T) {
+		testtool.Need(t, "skopeo")
 		for _, arch := range []string{"amd64", "arm64"} {
 			out, err := exec.Command("skopeo", "inspect", "--override-os", "linux", "--override-arch", arch, "oci:"+layoutDir+":pi-runtime").CombinedOutput()
 			if err != nil {
@@ -218,11 +218,8 @@ func TestStructure(t *testing.T) {
 				t.Errorf("skopeo inspect %s:\n%s", arch, out)
 			}
 		}
-	}
-	if _, err := exec.LookPath("umoci"); err != nil {
-		t.Log("umoci is not installed (Debian package umoci; .ci/run installs it): skipping the umoci read-back")
-		return
-	}
+	})
+	testtool.Need(t, "umoci")
 	// umoci unpacks an image reference (a manifest); name the amd64 one.
 	amd := filepath.Join(t.TempDir(), "amd64-layout")
 	img, err := PlatformImage(idx, v1.Platform{OS: "linux", Architecture: "amd64"})
@@ -307,10 +304,7 @@ func TestPiBinaryUnderQemu(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiles nlx")
 	}
-	qemu, err := exec.LookPath("qemu-aarch64-static")
-	if err != nil {
-		t.Skip("qemu-aarch64-static is not installed (Debian package qemu-user-static; .ci/run installs it)")
-	}
+	qemu := testtool.Need(t, "qemu-aarch64-static")
 	res := buildExample(t, "../examples/pi-team", sharedCache)
 	img, err := PlatformImage(res.Index, v1.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/nlx-dev/nlx/internal/reason"
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -114,10 +115,7 @@ func TestRegistryInProcess(t *testing.T) {
 // TestRegistryDockerDistribution runs the same round trip through a real
 // registry: Debian's docker-registry (distribution) on 127.0.0.1.
 func TestRegistryDockerDistribution(t *testing.T) {
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Skip("docker-registry is not installed (Debian package docker-registry; .ci/run installs it)")
-	}
+	bin := testtool.Need(t, "docker-registry")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nlx-dev/nlx/internal/testtool"
 )
 
 // fakeRecorder is an in-memory Recorder. RecordFunc, when set, replaces
@@ -208,9 +209,7 @@ func needBackend(t testing.TB, b Backend) {
 	if os.Geteuid() != 0 {
 		t.Skip("isolate tests need root: they create cgroups under /nlx")
 	}
-	if _, err := exec.LookPath(string(b)); err != nil {
-		t.Skipf("%s is not installed (%v): apt-get install %s", b, err, map[Backend]string{Bwrap: "bubblewrap", Runc: "runc"}[b])
-	}
+	testtool.Need(t, string(b))
 	if err := b.Available(context.Background()); err != nil {
 		t.Fatalf("%s is installed but does not work: %v", b, err)
 	}

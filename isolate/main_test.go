@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) {
 	if Reexec() {
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(testtool.RunSwept(m))
 }
 
 // probeEnv makes the test binary, run inside a sandbox, try the calls the

@@ -17,6 +17,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/nlx-dev/nlx/internal/testgen"
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/state"
 )
 
@@ -66,7 +67,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	return testtool.RunSwept(m)
 }
 
 func TestScripts(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/reason"
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"golang.org/x/sys/unix"
 )
 
@@ -164,12 +164,5 @@ func TestRuncSupports(t *testing.T) {
 // installs it.
 func lookRunc(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("runc")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("runc not found under CI: %v", err)
-		}
-		t.Skip("runc not installed")
-	}
-	return path
+	return testtool.Need(t, "runc")
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/nlx-dev/nlx/internal/testtool"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
@@ -428,7 +429,7 @@ func checkFiltered(t *testing.T, where string, r *report) {
 func needSeccomp(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
+		if testtool.InCI() {
 			t.Fatal(err)
 		}
 		t.Skip(err)
@@ -507,14 +508,7 @@ func TestKernelForeignABI(t *testing.T) {
 // installs it.
 func lookBwrap(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("bwrap")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("bwrap not found under CI: %v", err)
-		}
-		t.Skip("bwrap not installed")
-	}
-	return path
+	return testtool.Need(t, "bwrap")
 }
 
 // TestBwrap runs the probes in a real bubblewrap sandbox that loads

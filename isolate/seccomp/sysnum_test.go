@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"golang.org/x/sys/unix"
 )
 
@@ -127,13 +128,7 @@ func TestSysnumNative(t *testing.T) {
 // seccomp package) is installed. Names newer than that libseccomp are
 // skipped.
 func TestSysnumLibseccomp(t *testing.T) {
-	resolver, err := exec.LookPath("scmp_sys_resolver")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("scmp_sys_resolver not found under CI, whose .ci/run installs Debian's seccomp package")
-		}
-		t.Skip("scmp_sys_resolver not installed (apt-get install seccomp)")
-	}
+	resolver := testtool.Need(t, "scmp_sys_resolver")
 	for _, a := range []struct {
 		a    *arch
 		name string

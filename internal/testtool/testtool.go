@@ -1,0 +1,107 @@
+// Package testtool finds the programs tests use as second implementations
+// and real peers (skopeo, umoci, a registry, qemu, the sandboxes). A test
+// that needs one skips, saying why, where it is missing; under CI=true,
+// where .ci/run installs every one of them, a missing tool fails the test:
+// CI never passes by skipping.
+package testtool
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Packages maps each tool to the Debian package that has it; .ci/run
+// installs exactly these (TestCIInstallsEveryTool).
+var Packages = map[string]string{
+	"skopeo":              "skopeo",
+	"umoci":               "umoci",
+	"docker-registry":     "docker-registry",
+	"qemu-aarch64-static": "qemu-user-static",
+	"bwrap":               "bubblewrap",
+	"runc":                "runc",
+	"scmp_sys_resolver":   "seccomp",
+}
+
+// InCI reports whether the tests run under CI (CI=true), where every tool
+// is installed.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Need returns the path of tool, or skips t (fails it under CI) when it is
+// not installed.
+func Need(t testing.TB, tool string) string {
+	t.Helper()
+	path, err := exec.LookPath(tool)
+	if err == nil {
+		return path
+	}
+	pkg := Packages[tool]
+	if pkg == "" {
+		t.Fatalf("testtool: %s is not a tool .ci/run installs; add it to Packages and .ci/run", tool)
+	}
+	if InCI() {
+		t.Fatalf("%s is not installed under CI=true (Debian package %s; .ci/run installs it): %v", tool, pkg, err)
+	}
+	t.Skipf("%s is not installed (Debian package %s; .ci/run installs it)", tool, pkg)
+	return ""
+}
+
+// cgroupGlob matches nlx's cgroups, /nlx/ID in every hierarchy, on v1 and
+// hybrid hosts (one hierarchy per controller); /sys/fs/cgroup/nlx/* on v2.
+const cgroupGlob = "/sys/fs/cgroup/*/nlx/*"
+
+// nlxCgroups lists the cgroup directories under /nlx, in every hierarchy.
+func nlxCgroups() map[string]bool {
+	out := map[string]bool{}
+	for _, g := range []string{cgroupGlob, "/sys/fs/cgroup/nlx/*"} {
+		paths, _ := filepath.Glob(g)
+		for _, p := range paths {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				out[p] = true
+			}
+		}
+	}
+	return out
+}
+
+// Sweep notes the cgroups under /nlx before a package's tests run; the
+// function it returns lists, and removes, every empty one the tests left
+// behind (a cgroup with processes is a concurrent run's, not a leak). A
+// package's TestMain fails when there is one: tests clean up every cgroup
+// they create.
+func Sweep() func() []string {
+	before := nlxCgroups()
+	return func() []string {
+		var left []string
+		for p := range nlxCgroups() {
+			if before[p] {
+				continue
+			}
+			procs, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			if err != nil || len(strings.TrimSpace(string(procs))) > 0 {
+				continue
+			}
+			left = append(left, p)
+			os.Remove(p)
+		}
+		slices.Sort(left)
+		return left
+	}
+}
+
+// RunSwept runs m and fails it when its tests leave a cgroup behind.
+func RunSwept(m *testing.M) int {
+	sweep := Sweep()
+	code := m.Run()
+	if left := sweep(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left %d cgroup(s) behind (removed now):\n  %s\n", len(left), strings.Join(left, "\n  "))
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
