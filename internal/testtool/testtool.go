@@ -7,6 +7,7 @@ package testtool
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,12 +82,11 @@ func Sweep() func() []string {
 			if before[p] {
 				continue
 			}
-			procs, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-			if err != nil || len(strings.TrimSpace(string(procs))) > 0 {
+			if !empty(p) {
 				continue
 			}
 			left = append(left, p)
-			os.Remove(p)
+			removeTree(p)
 		}
 		slices.Sort(left)
 		return left
@@ -104,4 +104,36 @@ func RunSwept(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// empty reports whether the cgroup at dir, and every cgroup below it, has
+// no process.
+func empty(dir string) bool {
+	ok := true
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if procs, err := os.ReadFile(filepath.Join(path, "cgroup.procs")); err != nil || len(strings.TrimSpace(string(procs))) > 0 {
+			ok = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return ok
+}
+
+// removeTree removes the cgroup at dir and those below it, deepest first
+// (a cgroup directory goes with rmdir only).
+func removeTree(dir string) {
+	var dirs []string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
 }
