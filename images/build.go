@@ -64,8 +64,29 @@ type Input struct {
 	Cache     *Cache
 	// Epoch is every mtime and created time (SOURCE_DATE_EPOCH, default 0).
 	Epoch time.Time
-	// Log, if set, is told what is built and what comes from the cache.
-	Log func(format string, args ...any)
+	// Progress, if set, is told each step as it begins and ends: which
+	// layer of which platform, built or from the cache, how large.
+	Progress func(Step)
+}
+
+// Step is one step of an image build, as it begins (Done false) and as it
+// ends (Done true, with Cached, Size or Err).
+type Step struct {
+	Image    string // the images entry
+	Platform string // linux/arm64, ...
+	Layer    string // what the layer holds: "go ./cmd/nlx -> /usr/local/bin/nlx", ...
+	Done     bool
+	Cached   bool  // ended: the layer came from the layer cache
+	Size     int64 // ended: the layer's compressed size in bytes
+	Err      error // ended: why it failed
+}
+
+// step reports a step to in.Progress.
+func (in *Input) step(s Step) {
+	if in.Progress != nil {
+		s.Image = in.Name
+		in.Progress(s)
+	}
 }
 
 // LayerInfo describes one built layer.
@@ -107,9 +128,6 @@ func EpochFromEnv() (time.Time, error) {
 // OCI media types throughout, every layer from the cache when its inputs
 // are unchanged.
 func Build(ctx context.Context, in Input) (*Result, error) {
-	if in.Log == nil {
-		in.Log = func(string, ...any) {}
-	}
 	var platforms []v1.Platform
 	for _, s := range in.Image.Platforms {
 		p, err := ParsePlatform(s)
@@ -162,12 +180,16 @@ func (b *builder) platformImage(ctx context.Context, p v1.Platform) (v1.Image, *
 	pr := &PlatformResult{Platform: p.String()}
 	var adds []mutate.Addendum
 	for i, l := range b.in.Image.Layers {
+		what := describeLayer(l)
+		b.in.step(Step{Platform: p.String(), Layer: what})
 		layer, source, cached, err := b.layer(ctx, l, p)
 		if err != nil {
+			b.in.step(Step{Platform: p.String(), Layer: what, Done: true, Err: err})
 			return nil, nil, fmt.Errorf("layer %d (%s): %w", i, source, err)
 		}
 		d, _ := layer.Digest()
 		size, _ := layer.Size()
+		b.in.step(Step{Platform: p.String(), Layer: what, Done: true, Cached: cached, Size: size})
 		pr.Layers = append(pr.Layers, LayerInfo{Source: source, Digest: d.String(), Size: size, Cached: cached})
 		adds = append(adds, mutate.Addendum{
 			Layer:     layer,
@@ -298,7 +320,7 @@ func platformOf(idx v1.ImageIndex, p v1.Platform) (v1.Image, error) {
 func (b *builder) layer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.Layer, string, bool, error) {
 	switch {
 	case l.Files != "":
-		source := "files " + l.Files + " -> " + l.Dest
+		source := describeLayer(l)
 		content := newContent()
 		if err := content.addTree(filepath.Join(b.in.ConfigDir, filepath.FromSlash(l.Files)), l.Dest); err != nil {
 			return nil, source, false, err
@@ -306,7 +328,7 @@ func (b *builder) layer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.
 		layer, cached, err := b.in.Cache.buildContent(newKey("files"), content, b.in.Epoch)
 		return layer, source, cached, err
 	case len(l.Skills) > 0:
-		source := "skills " + strings.Join(l.Skills, ",") + " -> " + l.Dest
+		source := describeLayer(l)
 		content := newContent()
 		for _, s := range l.Skills {
 			sk := b.in.Skills[s]
@@ -327,6 +349,19 @@ func (b *builder) layer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.
 	return nil, "?", false, fmt.Errorf("a layer needs files, go or skills")
 }
 
+// describeLayer names what layer l holds, for progress.
+func describeLayer(l schema.Layer) string {
+	switch {
+	case l.Files != "":
+		return "files " + l.Files + " -> " + l.Dest
+	case len(l.Skills) > 0:
+		return "skills " + strings.Join(l.Skills, ",") + " -> " + l.Dest
+	case l.Go != "":
+		return "go " + l.Go + " -> " + l.Dest
+	}
+	return "?"
+}
+
 // goLayer cross-compiles a Go package for p (CGO_ENABLED=0, -trimpath, no
 // build id, no VCS stamp) into a one-file layer. Its cache key covers the Go
 // version, the platform and every source the package is built from.
@@ -342,10 +377,8 @@ func (b *builder) goLayer(ctx context.Context, l schema.Layer, p v1.Platform) (v
 	}
 	ks := k.String()
 	if layer, ok := b.in.Cache.lookup(ks); ok {
-		b.in.Log("%s for %s: cached", l.Go, p)
 		return layer, true, nil
 	}
-	b.in.Log("building %s for %s", l.Go, p)
 	if err := os.MkdirAll(b.in.Cache.Dir, 0o755); err != nil {
 		return nil, false, fmt.Errorf("layer cache: %w", err)
 	}

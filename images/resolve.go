@@ -26,7 +26,7 @@ type Resolver struct {
 	Store     *Store
 	ConfigDir string
 	Epoch     time.Time
-	Log       func(format string, args ...any)
+	Progress  func(Step) // each build step, begun and ended
 }
 
 // Resolve returns a pin for every image a workspace of cfg uses.
@@ -61,7 +61,7 @@ func (r *Resolver) pin(ctx context.Context, cfg *schema.Config, n string, im *sc
 		return plan.ImagePin{Digest: d.String(), Ref: im.Ref}, nil
 	}
 	res, err := Build(ctx, Input{Name: n, Image: im, ConfigDir: r.ConfigDir, Skills: cfg.Skills,
-		Cache: r.Store.Cache(), Epoch: r.Epoch, Log: r.Log})
+		Cache: r.Store.Cache(), Epoch: r.Epoch, Progress: r.Progress})
 	if err != nil {
 		return plan.ImagePin{}, err
 	}

@@ -215,15 +215,25 @@ func remoteOptions(ctx context.Context, progress chan<- v1.Update) []remote.Opti
 	return opts
 }
 
+// closeProgress closes a progress channel the registry client never got
+// (it closes the ones it gets when the write ends).
+func closeProgress(ch chan<- v1.Update) {
+	if ch != nil {
+		close(ch)
+	}
+}
+
 // Push writes idx to ref and proves the registry now serves exactly it: the
 // digest the registry reports for ref must be idx's.
 func Push(ctx context.Context, idx v1.ImageIndex, ref string, progress chan<- v1.Update) (v1.Hash, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {
+		closeProgress(progress)
 		return v1.Hash{}, fmt.Errorf("reference %s: %w", ref, err)
 	}
 	want, err := idx.Digest()
 	if err != nil {
+		closeProgress(progress)
 		return v1.Hash{}, err
 	}
 	if err := remote.WriteIndex(r, idx, remoteOptions(ctx, progress)...); err != nil {

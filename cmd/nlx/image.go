@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
@@ -50,8 +49,10 @@ func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, 
 	if err != nil {
 		return nil, err
 	}
+	prog := a.newProgress()
 	res, err := images.Build(ctx, images.Input{Name: name, Image: im, ConfigDir: dir, Skills: cfg.Skills,
-		Cache: store.Cache(), Epoch: epoch, Log: a.progress()})
+		Cache: store.Cache(), Epoch: epoch, Progress: prog.Step})
+	prog.Wait()
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +110,11 @@ func newImagePushCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			progress, done := a.pushProgress()
-			d, err := images.Push(ctx, res.Index, args[1], progress)
+			prog := a.newProgress()
+			updates, done := prog.Push(args[1])
+			d, err := images.Push(ctx, res.Index, args[1], updates)
 			done()
+			prog.Wait()
 			if err != nil {
 				return err
 			}
@@ -120,29 +123,6 @@ func newImagePushCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "config", ".", "config `DIR`")
 	return cmd
-}
-
-// pushProgress returns a channel go-containerregistry reports upload
-// progress on, drawn as a bar on stderr when it is a terminal, and a
-// function to call when the push ended.
-func (a *app) pushProgress() (chan v1.Update, func()) {
-	if !a.io.ErrTerminal {
-		return nil, func() {}
-	}
-	ch := make(chan v1.Update, 16)
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		for u := range ch {
-			if u.Total > 0 {
-				const width = 30
-				n := int(width * u.Complete / u.Total)
-				fmt.Fprintf(a.io.Err, "\rpushing [%-*s] %3d%%", width, strings.Repeat("=", n), 100*u.Complete/u.Total)
-			}
-		}
-		fmt.Fprintln(a.io.Err)
-	}()
-	return ch, func() { <-finished }
 }
 
 func newImagePullCmd(a *app) *cobra.Command {

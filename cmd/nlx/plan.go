@@ -186,6 +186,8 @@ func resolveImages(ctx context.Context, a *app, cfg *schema.Config, dir string) 
 	if err != nil {
 		return nil, err
 	}
-	r := &images.Resolver{Store: store, ConfigDir: dir, Epoch: epoch, Log: a.progress()}
+	prog := a.newProgress()
+	defer prog.Wait()
+	r := &images.Resolver{Store: store, ConfigDir: dir, Epoch: epoch, Progress: prog.Step}
 	return r.Resolve(ctx, cfg)
 }

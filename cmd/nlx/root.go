@@ -158,15 +158,6 @@ func (a *app) planSnapshot(ctx context.Context) (*reconcile.Snapshot, error) {
 	return snap, err
 }
 
-// progress returns a logger for long work: lines on stderr when stderr is
-// a terminal, nothing otherwise.
-func (a *app) progress() func(format string, args ...any) {
-	if !a.io.ErrTerminal {
-		return func(string, ...any) {}
-	}
-	return func(format string, args ...any) { fmt.Fprintf(a.io.Err, format+"\n", args...) }
-}
-
 // imageStore is the local image store beside the state.
 func (a *app) imageStore() (*images.Store, error) {
 	path, err := a.resolveState()

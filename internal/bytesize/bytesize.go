@@ -42,3 +42,14 @@ func Format(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// Human prints n for people, rounded to one decimal in the largest unit
+// it reaches ("12.3 MiB", "512 B").
+func Human(n int64) string {
+	for _, u := range units {
+		if n >= 1<<u.shift {
+			return fmt.Sprintf("%.1f %sB", float64(n)/float64(int64(1)<<u.shift), u.suffix)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}

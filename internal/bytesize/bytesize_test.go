@@ -47,3 +47,14 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestHuman(t *testing.T) {
+	for _, tt := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {12_900_000, "12.3 MiB"}, {3 << 30, "3.0 GiB"}} {
+		if got := Human(tt.n); got != tt.want {
+			t.Errorf("Human(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
