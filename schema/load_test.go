@@ -263,6 +263,30 @@ func TestBadConfigs(t *testing.T) {
 			code:  CodeSchema, msg: "matchN", at: `jobs.cue:{every`,
 		},
 		{
+			name:  "memory that overflows 63 bits",
+			edits: []edit{{"workspaces.cue", `memory: "512Mi"`, `memory: "17179869185Gi"`}},
+			code:  CodeInvalidValue, msg: `memory limit: "17179869185Gi" is too large`, at: `workspaces.cue:"17179869185Gi"`,
+			path: "workspaces.core.limits.memory",
+		},
+		{
+			name:  "memory one byte count past the largest",
+			edits: []edit{{"workspaces.cue", `memory: "512Mi"`, `memory: "9223372036854775808"`}},
+			code:  CodeInvalidValue, msg: "too large", at: `workspaces.cue:"9223372036854775808"`,
+			path: "workspaces.core.limits.memory",
+		},
+		{
+			name:  "memory of 0 bytes",
+			edits: []edit{{"workspaces.cue", `memory: "512Mi"`, `memory: "0Mi"`}},
+			code:  CodeInvalidValue, msg: "is no limit", at: `workspaces.cue:"0Mi"`,
+			path: "workspaces.core.limits.memory",
+		},
+		{
+			name:  "cpu too small for a float64",
+			edits: []edit{{"workspaces.cue", `cpu: 1,`, `cpu: 1e-400,`}},
+			code:  CodeInvalidValue, msg: "rounds to 0 cores", at: `workspaces.cue:1e-400`,
+			path: "workspaces.core.limits.cpu",
+		},
+		{
 			name:  "bad version constraint",
 			edits: []edit{{"providers.cue", `">= 0.161"`, `"newest please"`}},
 			code:  CodeInvalidValue, msg: "version constraint", at: `providers.cue:"newest please"`,
