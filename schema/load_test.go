@@ -216,13 +216,13 @@ func TestBadConfigs(t *testing.T) {
 		},
 		{
 			name: "job pins another provider than its connection's",
-			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+			edits: []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	provider:   "claude"`}},
 			code: CodeJobPin, msg: `pins provider "claude"`, at: `jobs.cue:"claude"`,
 		},
 		{
 			name: "fallback connection of another workspace",
-			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+			edits: []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	fallbackConnection: "core-codex"`}},
 			code: CodeWrongWorkspace, msg: `belongs to workspace "core"`, at: "jobs.cue:\"core-codex\"\n}",
 		},
@@ -243,7 +243,7 @@ func TestBadConfigs(t *testing.T) {
 		},
 		{
 			name: "job policy wider than workspace",
-			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+			edits: []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	policy:     "danger_full_access"`}},
 			code: CodePolicyWidening, msg: "wider than workspace", at: `jobs.cue:"danger_full_access"`,
 		},
@@ -293,7 +293,7 @@ func TestBadConfigs(t *testing.T) {
 		},
 		{
 			name:  "syntax error",
-			edits: []edit{{"jobs.cue", `prompt:     "Summarise yesterday."`, `prompt:     "Summarise yesterday.`}},
+			edits: []edit{{"jobs.cue", `prompt: "Summarise yesterday."`, `prompt: "Summarise yesterday.`}},
 			code:  CodeSyntax, at: `jobs.cue:"Summarise`,
 		},
 		{
@@ -469,7 +469,7 @@ preservations: legacy: {
 }
 `}}, true},
 		{"user default marker", []edit{{"connections.cue", `billing:        "api"`, `billing:        *"api" | "subscription"`}}, false},
-		{"value completed by a schema default", []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+		{"value completed by a schema default", []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	enabled:    bool`}}, false},
 		{"hidden helper fields and definitions", []edit{{"jobs.cue", "", `_team: "core"
 #Daily: {workspace: _team, connection: "core-codex", schedule: {cron: "0 9 * * *", timezone: "UTC"}, ...}
