@@ -561,3 +561,37 @@ func TestSymlinkInSkillRefused(t *testing.T) {
 		t.Fatalf("got %v, want a refusal of the symbolic link", err)
 	}
 }
+
+// TestRawSecretNeverShown: a connection secret written as a value of any
+// kind is raw_secret_value at the value, and no error shows it.
+func TestRawSecretNeverShown(t *testing.T) {
+	tests := []struct {
+		name, value, shown string
+	}{
+		{"a string", `"sk-live-0123456789abcdef"`, "sk-live"},
+		{"a number", `987654321`, "987654321"},
+		{"a boolean", `true`, "true"},
+		{"null", `null`, "null"},
+		{"a struct", `{key: "sk-live-in-a-struct"}`, "sk-live"},
+		{"a list", `["sk-live-in-a-list"]`, "sk-live"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyTree(t, "testdata/base")
+			applyEdits(t, dir, []edit{{"connections.cue", `secret:         "env:OPENAI_API_KEY"`, `secret:         ` + tt.value}})
+			_, err := loadBoth(t, dir)
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("got %v, want one error", err)
+			}
+			want := markerPos(t, filepath.Join(dir, "connections.cue"), tt.value)
+			e := errs[0]
+			if got := fmt.Sprintf("%s:%d:%d", e.Pos.Filename, e.Pos.Line, e.Pos.Column); e.Code != CodeRawSecret || got != want || e.Path != "connections.ana-codex.secret" {
+				t.Errorf("got %v, want %s at %s, connections.ana-codex.secret", e, CodeRawSecret, want)
+			}
+			if strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tt.shown) {
+				t.Errorf("the error shows the value: %v", err)
+			}
+		})
+	}
+}
