@@ -416,6 +416,7 @@ func (l *loader) addCUE(err error) {
 		if isSecretPath(e.Path) {
 			e.Code = CodeRawSecret
 			e.Msg = "secret must be a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown"
+			e.format, e.args = "", nil // CUE's arguments may hold the value
 		}
 		l.errs = append(l.errs, e)
 	}
@@ -485,12 +486,18 @@ func cueErrors(err error, code string) Errors {
 			}
 			labels = append(labels, s)
 		}
+		rendered := make([]string, len(args))
+		for i, a := range args {
+			rendered[i] = fmt.Sprint(a)
+		}
 		out = append(out, &Error{
 			Pos:    pos,
 			Path:   strings.Join(labels, "."),
 			Code:   code,
 			Msg:    fmt.Sprintf(format, args...),
 			labels: labels,
+			format: format,
+			args:   rendered,
 		})
 	}
 	return out

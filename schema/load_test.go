@@ -133,6 +133,18 @@ func TestBadConfigs(t *testing.T) {
 			path: "connections.ana-codex.billing",
 		},
 		{
+			name:  "wrong enum holding the word and",
+			edits: []edit{{"connections.cue", `billing:        "api"`, `billing:        "monthly and yearly"`}},
+			code:  CodeSchema, msg: `"monthly and yearly" is not allowed; want one of "api", "subscription"`, at: `connections.cue:"monthly and yearly"`,
+			path: "connections.ana-codex.billing",
+		},
+		{
+			name:  "wrong enum of another type",
+			edits: []edit{{"connections.cue", `billing:        "api"`, `billing:        3`}},
+			code:  CodeSchema, msg: `3 is not allowed; want one of "api", "subscription"`, at: `connections.cue:3`,
+			path: "connections.ana-codex.billing",
+		},
+		{
 			name:  "missing billing",
 			edits: []edit{{"connections.cue", "\tbilling:        \"subscription\"\n", ""}},
 			code:  CodeSchema, msg: "required but not present", at: `connections.cue:{`,
