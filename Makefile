@@ -21,9 +21,11 @@ test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-# Formatting, vet and the arm64 cross-compile, as the pre-merge check does.
+# Formatting (Go, and every shipped .cue file as cue fmt formats it), vet
+# and the arm64 cross-compile, as the pre-merge check does.
 check:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && false)
+	$(GO) test -count=1 -run '^TestCUEFormatted$$' ./schema
 	$(GO) vet ./...
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/nlx
 

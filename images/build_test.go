@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
@@ -220,17 +221,42 @@ func TestStructure(t *testing.T) {
 		}
 	})
 	testtool.Need(t, "umoci")
-	// umoci unpacks an image reference (a manifest); name the amd64 one.
-	amd := filepath.Join(t.TempDir(), "amd64-layout")
-	img, err := PlatformImage(idx, v1.Platform{OS: "linux", Architecture: "amd64"})
+	// umoci unpacks a tag naming one manifest; it cannot pick a platform
+	// out of an index ("tag is ambiguous"). docs/images.md has operators
+	// copy one platform out with skopeo first: these are its commands.
+	amd := filepath.Join(t.TempDir(), "pi-runtime-amd64")
+	if _, err := exec.LookPath("skopeo"); err == nil {
+		out, err := exec.Command("skopeo", "copy", "--override-os", "linux", "--override-arch", "amd64",
+			"oci:"+layoutDir+":pi-runtime", "oci:"+amd+":amd64").CombinedOutput()
+		if err != nil {
+			t.Fatalf("skopeo copy: %v\n%s", err, out)
+		}
+	} else {
+		img, err := PlatformImage(idx, v1.Platform{OS: "linux", Architecture: "amd64"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writeImageLayout(amd, img, "amd64"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The copy is the very manifest nlx built, not a re-encoding.
+	want, err := PlatformImage(idx, v1.Platform{OS: "linux", Architecture: "amd64"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeImageLayout(amd, img, "amd64"); err != nil {
+	wantDigest, _ := want.Digest()
+	copied, err := layout.FromPath(amd)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if cm, err := copied.ImageIndex(); err != nil {
+		t.Fatal(err)
+	} else if m, err := cm.IndexManifest(); err != nil || len(m.Manifests) != 1 || m.Manifests[0].Digest != wantDigest {
+		t.Errorf("the one-platform layout holds %+v (%v), want only manifest %s", m, err, wantDigest)
+	}
 	bundle := filepath.Join(t.TempDir(), "bundle")
-	out, err := exec.Command("umoci", "unpack", "--image", amd+":amd64", bundle).CombinedOutput()
+	out, err := exec.Command("umoci", "unpack", "--rootless", "--image", amd+":amd64", bundle).CombinedOutput()
 	if err != nil {
 		t.Fatalf("umoci unpack: %v\n%s", err, out)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/images"
-	"github.com/nlx-dev/nlx/internal/bytesize"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/reconcile"
@@ -147,9 +146,15 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 		// never runs.
 		return nil, refuse(reason.ProviderFeatureOff, "provider %s runs only with feature flag %q on, and this host turns no feature flag on", c.Provider, p.Feature)
 	}
-	mem, err := bytesize.Parse(w.Limits.Memory)
+	// The bytes schema checked the config's size with; an applied spec
+	// that breaks the rule (only a state edited by hand) is refused.
+	mem, err := w.Limits.MemoryBytes()
 	if err != nil {
 		return nil, refuse(reason.InvalidAppliedSpec, "workspace %s: %v", t.Workspace, err)
+	}
+	// To isolate a limit of 0 is none; the schema has every workspace capped.
+	if !(w.Limits.CPU > 0) || w.Limits.Pids < 1 {
+		return nil, refuse(reason.InvalidAppliedSpec, "workspace %s: cpu %v and pids %d must both be positive limits", t.Workspace, w.Limits.CPU, w.Limits.Pids)
 	}
 	l := &Launch{
 		ImageDigest: w.ImageDigest,

@@ -43,7 +43,7 @@ func base() applied {
 			Limits: schema.Limits{Memory: "3Gi", CPU: 2, Pids: 512}, Skills: []string{"notes", "bobs"},
 			Network: schema.Network{Egress: "none"}, ImageDigest: "sha256:abc"}, StatusActive},
 		"workspace.alice": {schema.Workspace{Team: "platform", Kind: "personal", Owner: "alice", Policy: "read_only",
-			Limits: schema.Limits{Memory: "1Gi"}, Network: schema.Network{Egress: "full"}}, StatusActive},
+			Limits: schema.Limits{Memory: "1Gi", CPU: 1, Pids: 64}, Network: schema.Network{Egress: "full"}}, StatusActive},
 		"connection.team": {schema.Connection{Owner: "alice", Scope: "team", Workspace: "platform", Provider: "codex",
 			CredentialHome: "platform/codex"}, StatusActive},
 		"connection.mine": {schema.Connection{Owner: "alice", Scope: "personal", Workspace: "platform", Provider: "codex",
@@ -122,6 +122,10 @@ func TestResolveRefuses(t *testing.T) {
 			w.Limits.Memory = "17179869185Gi"
 			a["workspace.platform"] = res{w, r.status}
 		}, team, reason.InvalidAppliedSpec},
+		{"memory of 0 bytes", func(a applied) { limits(a, func(l *schema.Limits) { l.Memory = "0Gi" }) }, team, reason.InvalidAppliedSpec},
+		{"memory one byte past the largest", func(a applied) { limits(a, func(l *schema.Limits) { l.Memory = "8589934592Gi" }) }, team, reason.InvalidAppliedSpec},
+		{"cpu of 0", func(a applied) { limits(a, func(l *schema.Limits) { l.CPU = 0 }) }, team, reason.InvalidAppliedSpec},
+		{"pids of 0", func(a applied) { limits(a, func(l *schema.Limits) { l.Pids = 0 }) }, team, reason.InvalidAppliedSpec},
 		{"skill digest not a digest", func(a applied) {
 			a["skill.notes"] = res{schema.Skill{Scope: "team", Digest: "sha256:../../etc"}, StatusActive}
 		}, team, reason.InvalidAppliedSpec},
@@ -134,6 +138,37 @@ func TestResolveRefuses(t *testing.T) {
 			var r *reason.Error
 			if !errors.As(err, &r) || r.Code != tt.code {
 				t.Fatalf("Resolve: %v, want refusal %s", err, tt.code)
+			}
+		})
+	}
+}
+
+// limits edits the limits of the applied workspace.platform.
+func limits(a applied, edit func(*schema.Limits)) {
+	r := a["workspace.platform"]
+	w := r.spec.(schema.Workspace)
+	edit(&w.Limits)
+	a["workspace.platform"] = res{w, r.status}
+}
+
+// TestResolveMemoryIsSchemas holds launch to schema's reading of a memory
+// size: the bytes a launch gets are the bytes the config was checked with,
+// up to the largest size there is.
+func TestResolveMemoryIsSchemas(t *testing.T) {
+	for _, size := range []string{"4194304", "4096Ki", "512Mi", "3Gi", "8589934591Gi"} {
+		t.Run(size, func(t *testing.T) {
+			a := base()
+			limits(a, func(l *schema.Limits) { l.Memory = size })
+			want, err := schema.Limits{Memory: size}.MemoryBytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := Resolve(context.Background(), a, paths, Target{Workspace: "platform", Connection: "team"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.Request.Limits.MemoryBytes; got != want || got <= 0 {
+				t.Errorf("memory %s: launch has %d bytes, schema %d", size, got, want)
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func refusal(err error) reason.Code {
 // job deleted (destructive, bob's workspace) and alice's workspace policy
 // widened (permission_widening, alice's workspace).
 func riskyEdits(f *fixture) {
-	f.edit("jobs.cue", "\t\"bob-inbox-triage\": {\n\t\tworkspace:   \"bob\"\n\t\tconnection:  \"bob-codex\"\n\t\tschedule: {cron: \"0 8 * * *\", timezone: \"Europe/Berlin\"}\n\t\tprompt:      \"Sort my notification inbox into act, read and ignore.\"\n\t\tconcurrency: \"queue\"\n\t}\n", "")
+	f.edit("jobs.cue", "\t\"bob-inbox-triage\": {\n\t\tworkspace:  \"bob\"\n\t\tconnection: \"bob-codex\"\n\t\tschedule: {cron: \"0 8 * * *\", timezone: \"Europe/Berlin\"}\n\t\tprompt:      \"Sort my notification inbox into act, read and ignore.\"\n\t\tconcurrency: \"queue\"\n\t}\n", "")
 	f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
 }
 

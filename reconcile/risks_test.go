@@ -100,7 +100,7 @@ connections: "platform-claude": {
 			f.edit("workspaces.cue", "owner:     \"alice\"\n\t\timage:     \"pi-runtime\"", "owner:     \"alice\"\n\t\timage:     \"pi-runtime-2\"")
 		}, map[string][]string{"workspace.alice": {string(plan.RiskImageMigration)}}},
 		{"destructive: a job deleted", func(f *fixture) {
-			f.edit("jobs.cue", "\t\"bob-inbox-triage\": {\n\t\tworkspace:   \"bob\"\n\t\tconnection:  \"bob-codex\"\n\t\tschedule: {cron: \"0 8 * * *\", timezone: \"Europe/Berlin\"}\n\t\tprompt:      \"Sort my notification inbox into act, read and ignore.\"\n\t\tconcurrency: \"queue\"\n\t}\n", "")
+			f.edit("jobs.cue", "\t\"bob-inbox-triage\": {\n\t\tworkspace:  \"bob\"\n\t\tconnection: \"bob-codex\"\n\t\tschedule: {cron: \"0 8 * * *\", timezone: \"Europe/Berlin\"}\n\t\tprompt:      \"Sort my notification inbox into act, read and ignore.\"\n\t\tconcurrency: \"queue\"\n\t}\n", "")
 		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskDestructive)}}},
 		{"destructive: a conversation key changes (chat reset)", func(f *fixture) {
 			f.edit("jobs.cue", `"platform/digest"`, `"platform/digest-2"`)
@@ -137,7 +137,7 @@ connections: "platform-claude": {
 		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: a job's policy widens to its workspace's", func(f *fixture) {
 			f.edit("workspaces.cue", `policy:    "read_only"`, `policy:    "workspace_write"`)
-			f.edit("jobs.cue", `policy:     "read_only"`, `policy:     "workspace_write"`)
+			f.edit("jobs.cue", `policy: "read_only"`, `policy: "workspace_write"`)
 		}, map[string][]string{"workspace.alice": {string(plan.RiskPermissionWidening)}, "job.alice-review-queue": {string(plan.RiskPermissionWidening)}}},
 		{"permission_widening: an operator added", func(f *fixture) {
 			f.edit("host.cue", `operators: ["alice"]`, `operators: ["alice", "bob"]`)
@@ -153,7 +153,7 @@ connections: "platform-claude": {
 		}, map[string][]string{"connection.platform-codex": {string(plan.RiskCredentialRebind)}}},
 		{"credential_rebind: a job moves to another connection it names", func(f *fixture) {
 			f.appendFile("connections.cue", newPlatformClaude)
-			f.edit("jobs.cue", "workspace:  \"platform\"\n\t\tconnection: \"platform-codex\"", "workspace:  \"platform\"\n\t\tconnection: \"platform-claude\"")
+			f.edit("jobs.cue", "connection: \"platform-codex\"\n\t\tschedule: {cron: \"0 16 * * 5\"", "connection: \"platform-claude\"\n\t\tschedule: {cron: \"0 16 * * 5\"")
 		}, map[string][]string{"job.weekly-release-notes": {string(plan.RiskCredentialRebind)}}},
 		{"implicit_substitution: a connection's billing changes under unpinned jobs", func(f *fixture) {
 			f.edit("connections.cue", `billing:        "subscription"

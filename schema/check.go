@@ -115,6 +115,15 @@ func (l *loader) check(cfg *Config) {
 }
 
 func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {
+	if _, err := w.Limits.MemoryBytes(); err != nil {
+		l.addAt(at("workspaces", name, "limits", "memory"), reason.InvalidValue, "%v", err)
+	}
+	// CUE compares decimals exactly: cpu: 1e-400 is > 0 there, but 0 as the
+	// float64 a cgroup quota is computed from, and 0 is no limit.
+	if !(w.Limits.CPU > 0) {
+		l.addAt(at("workspaces", name, "limits", "cpu"), reason.InvalidValue,
+			"cpu limit rounds to 0 cores, which a cgroup takes as no limit; give a fraction of a core such as 0.5")
+	}
 	switch {
 	case w.Kind == "personal" && w.Owner == "":
 		l.addAt(at("workspaces", name, "kind"), reason.PersonalOwner, "a personal workspace needs an owner")

@@ -19,7 +19,7 @@ import (
 
 // resultVersion starts every result: parent and child are the same binary,
 // but a mismatch must fail loudly, not decode garbage.
-const resultVersion = "nlx-load-result-1\n"
+const resultVersion = "nlx-load-result-2\n"
 
 const (
 	resultConfig = 'C' // a *Config
@@ -460,6 +460,8 @@ func encodeError(e *encoder, x *Error) {
 	e.str(string(x.Code))
 	e.str(x.Msg)
 	encStrings(e, x.labels)
+	e.str(x.format)
+	encStrings(e, x.args)
 }
 
 func decodeError(d *decoder) *Error {
@@ -467,6 +469,7 @@ func decodeError(d *decoder) *Error {
 	x.Pos = token.Position{Filename: d.str(), Offset: int(d.int()), Line: int(d.int()), Column: int(d.int())}
 	x.Path, x.Code, x.Msg = d.str(), reason.Code(d.str()), d.str()
 	x.labels = decStrings(d)
+	x.format, x.args = d.str(), decStrings(d)
 	return x
 }
 

@@ -65,8 +65,8 @@ func fill(t *testing.T, v reflect.Value, n *int, empty bool) {
 // of a Config and forgotten in codec.go fails here.
 func TestResultRoundTrip(t *testing.T) {
 	// Error has an unexported field, so fill cannot reach it: count.
-	if n := reflect.TypeFor[Error]().NumField() + reflect.TypeFor[token.Position]().NumField(); n != 9 {
-		t.Fatalf("Error and token.Position have %d fields, encodeError carries 9: carry the new one", n)
+	if n := reflect.TypeFor[Error]().NumField() + reflect.TypeFor[token.Position]().NumField(); n != 11 {
+		t.Fatalf("Error and token.Position have %d fields, encodeError carries 11: carry the new one", n)
 	}
 	real, err := Load(context.Background(), "../examples/pi-team")
 	if err != nil {
@@ -78,7 +78,7 @@ func TestResultRoundTrip(t *testing.T) {
 	fill(t, reflect.ValueOf(empty).Elem(), &n, true)
 	nilMaps := &Config{Providers: map[string]*Provider{"p": nil}}
 	errs := Errors{
-		{Pos: token.Position{Filename: "a.cue", Offset: 7, Line: 2, Column: 3}, Path: "jobs.x", Code: reason.SchemaViolation, Msg: "m", labels: []string{"jobs", "x"}},
+		{Pos: token.Position{Filename: "a.cue", Offset: 7, Line: 2, Column: 3}, Path: "jobs.x", Code: reason.SchemaViolation, Msg: "m", labels: []string{"jobs", "x"}, format: "%s m", args: []string{"a"}},
 		{Code: reason.NoConfig, Msg: "no .cue files in d"},
 		{Pos: token.Position{Filename: "b.cue"}, Code: reason.ConfigIO, Msg: "", labels: []string{}},
 	}

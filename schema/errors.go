@@ -2,7 +2,6 @@ package schema
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -22,6 +21,8 @@ type Error struct {
 	Msg  string
 
 	labels []string // the CUE path, unquoted
+	format string   // CUE's format of Msg (cueerrors.Error.Msg), "" when not CUE's
+	args   []string // and its arguments, rendered
 }
 
 func (e *Error) Error() string {
@@ -88,9 +89,14 @@ func (es Errors) dedupe() Errors {
 	return out
 }
 
-var (
-	reEmptyDisjunction = regexp.MustCompile(`^\d+ errors in empty disjunction:?$`)
-	reConflict         = regexp.MustCompile(`^conflicting values (.+) and (.+)$`)
+// The formats of the CUE errors mergeDisjunctions merges, as CUE's
+// evaluator (cuelang.org/go/internal/core/adt) writes them: errors are told
+// apart by format and arguments, never by their rendered English.
+// TestCUEErrorFormats holds these to the CUE in go.mod.
+const (
+	cueEmptyDisjunction = "%d errors in empty disjunction:"
+	cueConflict         = "conflicting values %s and %s"
+	cueConflictTypes    = "conflicting values %s and %s (mismatched types %s and %s)"
 )
 
 // mergeDisjunctions turns CUE's "N errors in empty disjunction" followed by
@@ -125,24 +131,42 @@ func (es Errors) mergeDisjunctions() Errors {
 }
 
 func mergeGroup(g []*Error) (*Error, bool) {
-	if len(g) < 3 || !reEmptyDisjunction.MatchString(g[0].Msg) {
+	if len(g) < 3 || g[0].format != cueEmptyDisjunction {
 		return nil, false
 	}
-	var allowed []string
-	given := ""
+	pairs := make([][2]string, 0, len(g)-1)
 	for _, e := range g[1:] {
-		m := reConflict.FindStringSubmatch(e.Msg)
-		if m == nil {
+		if (e.format != cueConflict && e.format != cueConflictTypes) || len(e.args) < 2 {
 			return nil, false
 		}
-		// CUE names the allowed value first and the given one second.
-		if given != "" && m[2] != given {
-			return nil, false
+		pairs = append(pairs, [2]string{e.args[0], e.args[1]})
+	}
+	// The given value is in every conflict, each allowed value in one. CUE
+	// names the allowed value first, except across types, where it keeps
+	// the order of the kinds.
+	given := ""
+	for _, c := range []string{pairs[0][1], pairs[0][0]} {
+		inAll := true
+		for _, p := range pairs {
+			inAll = inAll && (p[0] == c || p[1] == c)
 		}
-		given = m[2]
-		allowed = append(allowed, m[1])
+		if inAll {
+			given = c
+			break
+		}
+	}
+	if given == "" {
+		return nil, false
+	}
+	allowed := make([]string, len(pairs))
+	for i, p := range pairs {
+		allowed[i] = p[0]
+		if p[0] == given {
+			allowed[i] = p[1]
+		}
 	}
 	merged := *g[0]
 	merged.Msg = fmt.Sprintf("%s is not allowed; want one of %s", given, strings.Join(allowed, ", "))
+	merged.format, merged.args = "", nil
 	return &merged, true
 }

@@ -9,6 +9,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/build"
 	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
 	cuejson "cuelang.org/go/encoding/json"
 )
 
@@ -48,23 +49,7 @@ func exportedData(t *testing.T, dir string) map[string]any {
 // through the cue Go API: the exported file compiles on its own, accepts the
 // example and refuses what nlx refuses.
 func TestExportedSchemaVetsData(t *testing.T) {
-	ctx := cuecontext.New()
-	schemaVal := ctx.CompileBytes(Export(), cue.Filename("nlx_schema.cue"))
-	if err := schemaVal.Err(); err != nil {
-		t.Fatalf("the exported schema does not compile on its own: %v", err)
-	}
-	def := schemaVal.LookupPath(cue.ParsePath("#Config"))
-	vet := func(data map[string]any) error {
-		b, err := json.Marshal(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		expr, err := cuejson.Extract("data.json", b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return def.Unify(ctx.BuildExpr(expr)).Validate(cue.Concrete(true))
-	}
+	vet := exportedVet(t)
 	tests := []struct {
 		name   string
 		mutate func(m map[string]any)
@@ -99,6 +84,73 @@ func TestExportedSchemaVetsData(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// exportedVet returns `cue vet -c -d '#Config' nlx_schema.cue json: -` of
+// data, through the cue Go API.
+func exportedVet(t *testing.T) func(data map[string]any) error {
+	t.Helper()
+	ctx := cuecontext.New()
+	schemaVal := ctx.CompileBytes(Export(), cue.Filename("nlx_schema.cue"))
+	if err := schemaVal.Err(); err != nil {
+		t.Fatalf("the exported schema does not compile on its own: %v", err)
+	}
+	def := schemaVal.LookupPath(cue.ParsePath("#Config"))
+	return func(data map[string]any) error {
+		b, err := json.Marshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expr, err := cuejson.Extract("data.json", b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return def.Unify(ctx.BuildExpr(expr)).Validate(cue.Concrete(true))
+	}
+}
+
+// TestExportedSchemaNeverPrintsASecret: the documented cue vet refuses a
+// connection secret written as a value of any kind, and what cue prints of
+// the refusal (errors.Details, as cmd/cue prints it) never holds the value.
+func TestExportedSchemaNeverPrintsASecret(t *testing.T) {
+	vet := exportedVet(t)
+	tests := []struct {
+		name   string
+		secret any
+		shown  string // what must not be printed
+	}{
+		{"a string", "sk-live-0123456789abcdef", "sk-live"},
+		{"a number", 987654321, "987654321"},
+		{"a boolean", true, "true"},
+		{"null", nil, "null"},
+		{"a struct", map[string]any{"key": "sk-live-in-a-struct"}, "sk-live"},
+		{"a list", []any{"sk-live-in-a-list"}, "sk-live"},
+		{"a reference that almost is one", "env:", `"env:"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := exportedData(t, "../examples/pi-team")
+			conn(m, "alice-claude")["secret"] = tt.secret
+			err := vet(m)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			printed := cueerrors.Details(err, nil)
+			if !strings.Contains(printed, `connections."alice-claude"`) || !strings.Contains(printed, "the value is not shown") {
+				t.Errorf("the refusal does not say what is refused:\n%s", printed)
+			}
+			if strings.Contains(printed, tt.shown) {
+				t.Errorf("cue prints the value:\n%s", printed)
+			}
+		})
+	}
+	for _, ref := range []string{"env:OPENAI_API_KEY", "file:/run/secrets/key", "keychain:codex"} {
+		m := exportedData(t, "../examples/pi-team")
+		conn(m, "alice-claude")["secret"] = ref
+		if err := vet(m); err != nil {
+			t.Errorf("secret %q refused: %v", ref, err)
+		}
 	}
 }
 

@@ -406,6 +406,7 @@ func (l *loader) addCUE(err error) {
 		if prefixed(bad, e.Path) {
 			continue
 		}
+		l.secretAsConnection(e)
 		// Point at the value the user wrote at the error's path, or for a
 		// missing field at the nearest enclosing value they wrote; CUE's own
 		// positions may name the schema or an enclosing struct.
@@ -415,9 +416,25 @@ func (l *loader) addCUE(err error) {
 		if isSecretPath(e.Path) {
 			e.Code = reason.RawSecretValue
 			e.Msg = "secret must be a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown"
+			e.format, e.args = "", nil // CUE's arguments may hold the value
 		}
 		l.errs = append(l.errs, e)
 	}
+}
+
+// secretAsConnection re-points at the secret an error schema.cue reports
+// at a connection whose secret is a struct or a list: CUE cannot fail such a
+// field from the comprehension that reads it, so the connection carries it.
+func (l *loader) secretAsConnection(e *Error) {
+	if len(e.labels) != 2 || e.labels[0] != "connections" {
+		return
+	}
+	sec := l.user.LookupPath(cue.MakePath(cue.Str("connections"), cue.Str(e.labels[1]), cue.Str("secret")))
+	if k := sec.IncompleteKind(); !sec.Exists() || (k != cue.StructKind && k != cue.ListKind) {
+		return
+	}
+	e.labels = append(e.labels[:2:2], "secret")
+	e.Path = strings.Join(e.labels, ".")
 }
 
 // nearest returns the position of the deepest existing value on the path
@@ -469,12 +486,18 @@ func cueErrors(err error, code reason.Code) Errors {
 			}
 			labels = append(labels, s)
 		}
+		rendered := make([]string, len(args))
+		for i, a := range args {
+			rendered[i] = fmt.Sprint(a)
+		}
 		out = append(out, &Error{
 			Pos:    pos,
 			Path:   strings.Join(labels, "."),
 			Code:   code,
 			Msg:    fmt.Sprintf(format, args...),
 			labels: labels,
+			format: format,
+			args:   rendered,
 		})
 	}
 	return out

@@ -134,6 +134,18 @@ func TestBadConfigs(t *testing.T) {
 			path: "connections.ana-codex.billing",
 		},
 		{
+			name:  "wrong enum holding the word and",
+			edits: []edit{{"connections.cue", `billing:        "api"`, `billing:        "monthly and yearly"`}},
+			code:  reason.SchemaViolation, msg: `"monthly and yearly" is not allowed; want one of "api", "subscription"`, at: `connections.cue:"monthly and yearly"`,
+			path: "connections.ana-codex.billing",
+		},
+		{
+			name:  "wrong enum of another type",
+			edits: []edit{{"connections.cue", `billing:        "api"`, `billing:        3`}},
+			code:  reason.SchemaViolation, msg: `3 is not allowed; want one of "api", "subscription"`, at: `connections.cue:3`,
+			path: "connections.ana-codex.billing",
+		},
+		{
 			name:  "missing billing",
 			edits: []edit{{"connections.cue", "\tbilling:        \"subscription\"\n", ""}},
 			code:  reason.SchemaViolation, msg: "required but not present", at: `connections.cue:{`,
@@ -217,13 +229,13 @@ func TestBadConfigs(t *testing.T) {
 		},
 		{
 			name: "job pins another provider than its connection's",
-			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+			edits: []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	provider:   "claude"`}},
 			code: reason.JobPinMismatch, msg: `pins provider "claude"`, at: `jobs.cue:"claude"`,
 		},
 		{
 			name: "fallback connection of another workspace",
-			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+			edits: []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	fallbackConnection: "core-codex"`}},
 			code: reason.ConnectionWorkspace, msg: `belongs to workspace "core"`, at: "jobs.cue:\"core-codex\"\n}",
 		},
@@ -244,7 +256,7 @@ func TestBadConfigs(t *testing.T) {
 		},
 		{
 			name: "job policy wider than workspace",
-			edits: []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+			edits: []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	policy:     "danger_full_access"`}},
 			code: reason.JobPolicyWider, msg: "wider than workspace", at: `jobs.cue:"danger_full_access"`,
 		},
@@ -264,13 +276,37 @@ func TestBadConfigs(t *testing.T) {
 			code:  reason.SchemaViolation, msg: "matchN", at: `jobs.cue:{every`,
 		},
 		{
+			name:  "memory that overflows 63 bits",
+			edits: []edit{{"workspaces.cue", `memory: "512Mi"`, `memory: "17179869185Gi"`}},
+			code:  reason.InvalidValue, msg: `memory limit: "17179869185Gi" is too large`, at: `workspaces.cue:"17179869185Gi"`,
+			path: "workspaces.core.limits.memory",
+		},
+		{
+			name:  "memory one byte count past the largest",
+			edits: []edit{{"workspaces.cue", `memory: "512Mi"`, `memory: "9223372036854775808"`}},
+			code:  reason.InvalidValue, msg: "too large", at: `workspaces.cue:"9223372036854775808"`,
+			path: "workspaces.core.limits.memory",
+		},
+		{
+			name:  "memory of 0 bytes",
+			edits: []edit{{"workspaces.cue", `memory: "512Mi"`, `memory: "0Mi"`}},
+			code:  reason.InvalidValue, msg: "is no limit", at: `workspaces.cue:"0Mi"`,
+			path: "workspaces.core.limits.memory",
+		},
+		{
+			name:  "cpu too small for a float64",
+			edits: []edit{{"workspaces.cue", `cpu: 1,`, `cpu: 1e-400,`}},
+			code:  reason.InvalidValue, msg: "rounds to 0 cores", at: `workspaces.cue:1e-400`,
+			path: "workspaces.core.limits.cpu",
+		},
+		{
 			name:  "bad version constraint",
 			edits: []edit{{"providers.cue", `">= 0.161"`, `"newest please"`}},
 			code:  reason.InvalidValue, msg: "version constraint", at: `providers.cue:"newest please"`,
 		},
 		{
 			name:  "syntax error",
-			edits: []edit{{"jobs.cue", `prompt:     "Summarise yesterday."`, `prompt:     "Summarise yesterday.`}},
+			edits: []edit{{"jobs.cue", `prompt: "Summarise yesterday."`, `prompt: "Summarise yesterday.`}},
 			code:  reason.CUESyntax, at: `jobs.cue:"Summarise`,
 		},
 		{
@@ -446,7 +482,7 @@ preservations: legacy: {
 }
 `}}, true},
 		{"user default marker", []edit{{"connections.cue", `billing:        "api"`, `billing:        *"api" | "subscription"`}}, false},
-		{"value completed by a schema default", []edit{{"jobs.cue", `prompt:     "Check my queue."`, `prompt:     "Check my queue."
+		{"value completed by a schema default", []edit{{"jobs.cue", `prompt: "Check my queue."`, `prompt: "Check my queue."
 	enabled:    bool`}}, false},
 		{"hidden helper fields and definitions", []edit{{"jobs.cue", "", `_team: "core"
 #Daily: {workspace: _team, connection: "core-codex", schedule: {cron: "0 9 * * *", timezone: "UTC"}, ...}
@@ -536,5 +572,39 @@ func TestSymlinkInSkillRefused(t *testing.T) {
 	_, err := Load(context.Background(), dir)
 	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("got %v, want a refusal of the symbolic link", err)
+	}
+}
+
+// TestRawSecretNeverShown: a connection secret written as a value of any
+// kind is raw_secret_value at the value, and no error shows it.
+func TestRawSecretNeverShown(t *testing.T) {
+	tests := []struct {
+		name, value, shown string
+	}{
+		{"a string", `"sk-live-0123456789abcdef"`, "sk-live"},
+		{"a number", `987654321`, "987654321"},
+		{"a boolean", `true`, "true"},
+		{"null", `null`, "null"},
+		{"a struct", `{key: "sk-live-in-a-struct"}`, "sk-live"},
+		{"a list", `["sk-live-in-a-list"]`, "sk-live"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyTree(t, "testdata/base")
+			applyEdits(t, dir, []edit{{"connections.cue", `secret:         "env:OPENAI_API_KEY"`, `secret:         ` + tt.value}})
+			_, err := loadBoth(t, dir)
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("got %v, want one error", err)
+			}
+			want := markerPos(t, filepath.Join(dir, "connections.cue"), tt.value)
+			e := errs[0]
+			if got := fmt.Sprintf("%s:%d:%d", e.Pos.Filename, e.Pos.Line, e.Pos.Column); e.Code != reason.RawSecretValue || got != want || e.Path != "connections.ana-codex.secret" {
+				t.Errorf("got %v, want %s at %s, connections.ana-codex.secret", e, reason.RawSecretValue, want)
+			}
+			if strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tt.shown) {
+				t.Errorf("the error shows the value: %v", err)
+			}
+		})
 	}
 }

@@ -1,5 +1,11 @@
 package schema
 
+import (
+	"fmt"
+
+	"github.com/nlx-dev/nlx/internal/bytesize"
+)
+
 // Kind names a resource kind as it appears at the top level of a config.
 type Kind string
 
@@ -155,9 +161,26 @@ type Workspace struct {
 
 // Limits are a workspace's cgroup limits.
 type Limits struct {
-	Memory string  `json:"memory"`
+	Memory string  `json:"memory"` // read it with MemoryBytes
 	CPU    float64 `json:"cpu"`
 	Pids   int64   `json:"pids"`
+}
+
+// MemoryBytes returns the memory limit in bytes. It is the one reading of a
+// workspace's memory size: Load refuses a config whose size it refuses
+// (invalid_value at the field), and launch takes the bytes of an applied
+// workspace from it, so no two readings can disagree. A size that does
+// not fit in 63 bits is an error, never wrapped into a smaller limit, and
+// so is 0, which a cgroup would take as no limit at all.
+func (l Limits) MemoryBytes() (int64, error) {
+	n, err := bytesize.Parse(l.Memory)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("memory limit: %w", err)
+	case n == 0:
+		return 0, fmt.Errorf("memory limit %q is no limit: a workspace's memory is capped (bytes, or with a Ki, Mi or Gi suffix)", l.Memory)
+	}
+	return n, nil
 }
 
 // Network is a workspace's network policy.

@@ -69,7 +69,7 @@ func (p *progress) Step(s images.Step) {
 	outcome := fmt.Sprintf("built, %s in %s", bytesize.Human(s.Size), took)
 	switch {
 	case s.Err != nil:
-		outcome = "failed"
+		outcome = "failed: " + s.Err.Error()
 	case s.Cached:
 		outcome = fmt.Sprintf("cached, %s", bytesize.Human(s.Size))
 	}

@@ -20,8 +20,9 @@ tool itself can check a config's structure:
   nlx schema export > nlx_schema.cue
   cue export ./config --out json | cue vet -c -d '#Config' nlx_schema.cue json: -
 
-Cross-references (a job's connection belongs to its workspace, ...) and
-skill packages are checked by nlx validate, not by the schema alone.`,
+Cross-references (a job's connection belongs to its workspace, ...),
+credentials in env, sizes and skill packages are checked by nlx validate,
+not by the schema alone; nlx validate never prints a secret value.`,
 		Args:        cobra.NoArgs,
 		Annotations: textOnly,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -3,7 +3,9 @@
 package bytesize
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -23,12 +25,15 @@ func Parse(s string) (int64, error) {
 			break
 		}
 	}
-	n, err := strconv.ParseUint(digits, 10, 63)
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if errors.Is(err, strconv.ErrRange) && strings.Trim(digits, "0123456789") == "" {
+		n, err = math.MaxUint64, nil // digits, and too many of them
+	}
 	if err != nil || digits == "" || digits[0] == '+' {
 		return 0, fmt.Errorf("%q is not a byte count (digits with an optional Ki, Mi or Gi suffix, e.g. 512Mi)", s)
 	}
-	if n > (1<<63-1)>>shift {
-		return 0, fmt.Errorf("%q is too large", s)
+	if n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is too large: a byte count is at most 2^63-1 (8 EiB)", s)
 	}
 	return int64(n) << shift, nil
 }

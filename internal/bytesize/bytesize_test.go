@@ -1,31 +1,45 @@
 package bytesize
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParse(t *testing.T) {
 	tests := []struct {
-		in   string
-		want int64
-		ok   bool
+		in    string
+		want  int64
+		ok    bool
+		large bool // refused as too large, not as malformed
 	}{
-		{"0", 0, true},
-		{"100", 100, true},
-		{"4Ki", 4096, true},
-		{"512Mi", 512 << 20, true},
-		{"2Gi", 2 << 30, true},
-		{"", 0, false},
-		{"Mi", 0, false},
-		{"-1", 0, false},
-		{"+1", 0, false},
-		{"1.5Gi", 0, false},
-		{"2GB", 0, false},
-		{"2 Gi", 0, false},
-		{"9999999999Gi", 0, false},
+		{"0", 0, true, false},
+		{"100", 100, true, false},
+		{"4Ki", 4096, true, false},
+		{"512Mi", 512 << 20, true, false},
+		{"2Gi", 2 << 30, true, false},
+		{"8589934591Gi", 8589934591 << 30, true, false},
+		{"9223372036854775807", 1<<63 - 1, true, false},
+		{"", 0, false, false},
+		{"Mi", 0, false, false},
+		{"-", 0, false, false},
+		{"-1", 0, false, false},
+		{"+1", 0, false, false},
+		{"1.5Gi", 0, false, false},
+		{"2GB", 0, false, false},
+		{"2 Gi", 0, false, false},
+		{"9999999999Gi", 0, false, true},
+		{"8589934592Gi", 0, false, true},
+		{"17179869185Gi", 0, false, true}, // 1 GiB, were it wrapped around 2^64
+		{"9223372036854775808", 0, false, true},
+		{"99999999999999999999999Ki", 0, false, true},
 	}
 	for _, tt := range tests {
 		got, err := Parse(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("Parse(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "too large") != tt.large {
+			t.Errorf("Parse(%q): %v; want too large %v", tt.in, err, tt.large)
 		}
 	}
 }
