@@ -85,6 +85,7 @@ func (l *loader) check(cfg *Config) {
 	for _, name := range sortedKeys(cfg.Workspaces) {
 		l.checkWorkspace(cfg, name, cfg.Workspaces[name])
 	}
+	l.checkImageSkills(cfg)
 	for _, name := range sortedKeys(cfg.Connections) {
 		c := cfg.Connections[name]
 		if cfg.Workspaces[c.Workspace] == nil {

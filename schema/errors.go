@@ -29,6 +29,9 @@ const (
 	CodeIO                = "io"                 // a file could not be read
 	CodeTooComplex        = "config_too_complex" // evaluating the config exceeds its budget (memory, CPU, time or stack)
 	CodeEscapingSymlink   = "escaping_symlink"   // a .cue file is a symbolic link leading out of the config directory
+	// CodeImageForeignSkills: a workspace's image carries (bakes in) a team
+	// or personal skill package the workspace is not entitled to.
+	CodeImageForeignSkills = "image_carries_foreign_skills"
 )
 
 // Error is one configuration error, positioned at the offending field.
