@@ -108,13 +108,20 @@ func copyTree(src *os.Root, rel, dst string) error {
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s is not a regular file", p)
 		}
-		in, err := src.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		listed, err := d.Info()
+		if err != nil {
+			return err
+		}
+		// os.Root follows a link that stays inside it, O_NOFOLLOW or not:
+		// the file opened must be the one listed, not a link swapped in
+		// for it since (to another file of the config).
+		in, err := src.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
 		defer in.Close()
-		if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s is not a regular file", p)
+		if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() || !os.SameFile(fi, listed) {
+			return fmt.Errorf("%s is not the regular file listed (it changed while being copied)", p)
 		}
 		f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {

@@ -138,6 +138,7 @@ func Build(ctx context.Context, in Input) (*Result, error) {
 	}
 	sort.Slice(platforms, func(i, j int) bool { return platforms[i].String() < platforms[j].String() })
 	b := &builder{in: in}
+	defer b.close()
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	res := &Result{}
 	for _, p := range platforms {
@@ -168,7 +169,27 @@ func Build(ctx context.Context, in Input) (*Result, error) {
 }
 
 type builder struct {
-	in Input
+	in   Input
+	root *os.Root // the config directory, once a layer reads from it
+}
+
+// configRoot opens the config directory once: files and skills layers are
+// listed and read through it, never by host path.
+func (b *builder) configRoot() (*os.Root, error) {
+	if b.root == nil {
+		r, err := os.OpenRoot(b.in.ConfigDir)
+		if err != nil {
+			return nil, fmt.Errorf("config directory: %w", err)
+		}
+		b.root = r
+	}
+	return b.root, nil
+}
+
+func (b *builder) close() {
+	if b.root != nil {
+		b.root.Close()
+	}
 }
 
 func (b *builder) platformImage(ctx context.Context, p v1.Platform) (v1.Image, *PlatformResult, error) {
@@ -321,21 +342,29 @@ func (b *builder) layer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.
 	switch {
 	case l.Files != "":
 		source := describeLayer(l)
+		root, err := b.configRoot()
+		if err != nil {
+			return nil, source, false, err
+		}
 		content := newContent()
-		if err := content.addTree(filepath.Join(b.in.ConfigDir, filepath.FromSlash(l.Files)), l.Dest); err != nil {
+		if err := content.addTree(root, l.Files, l.Dest); err != nil {
 			return nil, source, false, err
 		}
 		layer, cached, err := b.in.Cache.buildContent(newKey("files"), content, b.in.Epoch)
 		return layer, source, cached, err
 	case len(l.Skills) > 0:
 		source := describeLayer(l)
+		root, err := b.configRoot()
+		if err != nil {
+			return nil, source, false, err
+		}
 		content := newContent()
 		for _, s := range l.Skills {
 			sk := b.in.Skills[s]
 			if sk == nil {
 				return nil, source, false, fmt.Errorf("no skill %q", s)
 			}
-			if err := content.addTree(filepath.Join(b.in.ConfigDir, filepath.FromSlash(sk.Path)), l.Dest+"/"+s); err != nil {
+			if err := content.addTree(root, filepath.ToSlash(sk.Path), l.Dest+"/"+s); err != nil {
 				return nil, source, false, err
 			}
 		}

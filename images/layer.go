@@ -214,9 +214,9 @@ func (k *key) content(c *layerContent) error {
 		if e.data != nil {
 			h.Write(e.data)
 		} else {
-			f, err := os.Open(e.file)
+			f, err := e.open()
 			if err != nil {
-				return fmt.Errorf("layer file: %w", err)
+				return err
 			}
 			_, err = io.Copy(h, f)
 			f.Close()
@@ -224,7 +224,8 @@ func (k *key) content(c *layerContent) error {
 				return fmt.Errorf("layer file: %w", err)
 			}
 		}
-		k.add(hex.EncodeToString(h.Sum(nil)))
+		e.sum = h.Sum(nil)
+		k.add(hex.EncodeToString(e.sum))
 	}
 	return nil
 }

@@ -155,6 +155,7 @@ func compile(req Request) (*specs.Spec, handles, error) {
 				// /etc/resolv.conf points outside /etc (systemd-resolved:
 				// into /run): bind just that file where the link expects it.
 				s.Mounts = append(s.Mounts, bind(r.resolvConf, r.resolvConf, true))
+				keep(r.resolvConf, r.take(&r.resolvConfF))
 			}
 		}
 		home := tmpfs(HomePath, "700")
@@ -302,8 +303,8 @@ type resolved struct {
 	user specs.User // who the provider runs as
 
 	// The handles the paths above were read from (see open.go).
-	workspaceF, credHomeF, rootfsF *os.File
-	skillFs                        []*os.File
+	workspaceF, credHomeF, rootfsF, resolvConfF *os.File
+	skillFs                                     []*os.File
 }
 
 // protectedMount is a read-only path inside the workspace (dst, as the
@@ -325,7 +326,7 @@ func (r *resolved) close() {
 	if r == nil {
 		return
 	}
-	for _, f := range append([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF}, r.skillFs...) {
+	for _, f := range append([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF}, r.skillFs...) {
 		if f != nil {
 			f.Close()
 		}
@@ -414,10 +415,18 @@ func check(req Request) (*resolved, error) {
 			r.systemDirs = append(r.systemDirs, d)
 		}
 	}
-	if target, err := filepath.EvalSymlinks(resolvConfPath); err == nil && target != resolvConfPath &&
-		!slices.ContainsFunc(r.systemDirs, func(d string) bool { return strictlyInside(d, target) }) {
-		if fi, err := os.Stat(target); err == nil && fi.Mode().IsRegular() {
-			r.resolvConf = target
+	// Where /etc/resolv.conf leads is opened once and checked on the
+	// handle, which bubblewrap then binds: its target's directory is not
+	// always root's (systemd-resolved's /run/systemd/resolve), and a target
+	// swapped for a link to another file after a check by path would be
+	// what got bound.
+	if f, err := openFile(resolvConfPath); err == nil {
+		target, k, err := locate(f)
+		if err == nil && k == 'f' && target != resolvConfPath &&
+			!slices.ContainsFunc(r.systemDirs, func(d string) bool { return strictlyInside(d, target) }) {
+			r.resolvConf, r.resolvConfF = target, f
+		} else {
+			f.Close()
 		}
 	}
 	if req.Policy == DangerFullAccess {

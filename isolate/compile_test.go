@@ -11,11 +11,13 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden specs in testdata")
@@ -361,6 +363,70 @@ func TestResolvConfLink(t *testing.T) {
 		if want := egress == EgressFull; ok != want || (ok && (m.Source != target || !slices.Contains(m.Options, "ro"))) {
 			t.Errorf("egress %s: resolver mount %+v (present %v, want %v)", egress, m, ok, want)
 		}
+	}
+}
+
+// TestResolvConfBoundByHandle: where /etc/resolv.conf leads (under
+// systemd-resolved a directory root does not own) is opened and checked
+// once, and bubblewrap binds that handle: the target swapped for a link to
+// a host secret after the compile binds the file checked, not the secret.
+// Bound by path, as it was, bubblewrap mounted whatever the path named at
+// mount time.
+func TestResolvConfBoundByHandle(t *testing.T) {
+	f := newFixture(t)
+	target := filepath.Join(f.base, "run", "stub-resolv.conf")
+	must(t, os.MkdirAll(filepath.Dir(target), 0o755))
+	must(t, os.WriteFile(target, []byte("nameserver 127.0.0.53\n"), 0o644))
+	link := filepath.Join(f.base, "resolv.conf")
+	must(t, os.Symlink(target, link))
+	old := resolvConfPath
+	resolvConfPath = link
+	defer func() { resolvConfPath = old }()
+	req := f.request(Bwrap, WorkspaceWrite, "cat", target)
+	req.Egress = EgressFull
+	t.Run("launch", func(t *testing.T) {
+		// bubblewrap binds the file's handle where the link expects it.
+		needBackend(t, Bwrap)
+		if r := run(t, req); r.code != 0 || r.out != "nameserver 127.0.0.53\n" {
+			t.Fatalf("exit %d, read %q\n%s", r.code, r.out, r.errOut)
+		}
+	})
+	s, h, err := compile(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	checked, ok := h[target]
+	if !ok {
+		t.Fatalf("no handle for %s: it would be bound by path", target)
+	}
+	var before unix.Stat_t
+	must(t, unix.Fstat(int(checked.Fd()), &before))
+
+	// The swap, after the check.
+	must(t, os.Rename(target, target+".checked"))
+	must(t, os.Symlink(f.hostSecret, target))
+
+	pass, fds, err := bwrapPass(s, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pass[0].Close()
+	args, err := bwrapArgs(s, fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--ro-bind-fd " + strconv.Itoa(fds.binds[target]) + " " + target
+	if line := strings.Join(args, " "); !strings.Contains(line, want) {
+		t.Errorf("bwrap arguments lack %q:\n%s", want, line)
+	}
+	var now unix.Stat_t
+	must(t, unix.Fstat(int(checked.Fd()), &now))
+	if now.Ino != before.Ino || now.Dev != before.Dev {
+		t.Error("the handle no longer names the file checked")
+	}
+	if p, err := realPath(checked); err != nil || p != target+".checked" {
+		t.Errorf("the handle names %q (%v), want the checked file, renamed", p, err)
 	}
 }
 

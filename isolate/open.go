@@ -39,6 +39,16 @@ func openDir(path string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), path), nil
 }
 
+// openFile opens what the absolute path p leads to (following symlinks)
+// as an O_PATH handle, to be checked and bound by that handle.
+func openFile(p string) (*os.File, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
 // openBeneath opens rel below dir as an O_PATH handle. The kernel resolves
 // it (openat2 RESOLVE_BENEATH): symlinks are followed only while they stay
 // below dir, or refused altogether with noSymlinks; "..", absolute links

@@ -88,6 +88,7 @@ func (l *loader) check(cfg *Config) {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Workspaces)) {
 		l.checkWorkspace(cfg, name, cfg.Workspaces[name])
 	}
+	l.checkImageSkills(cfg)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Connections)) {
 		c := cfg.Connections[name]
 		if cfg.Workspaces[c.Workspace] == nil {

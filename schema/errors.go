@@ -11,7 +11,6 @@ import (
 
 // Error codes of configuration errors. They are stable: tests, scripts and the
 // JSON output rely on them.
-const ()
 
 // Error is one configuration error, positioned at the offending field.
 type Error struct {

@@ -41,6 +41,17 @@ func (in *Inputs) add(name string, data []byte) {
 	in.Files = append(in.Files, InputFile{Path: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))})
 }
 
+// sumOf is the SHA-256 (hex) recorded for the input at name, the latest
+// one added; "" when there is none.
+func (in *Inputs) sumOf(name string) string {
+	for i := len(in.Files) - 1; i >= 0; i-- {
+		if in.Files[i].Path == name {
+			return in.Files[i].SHA256
+		}
+	}
+	return ""
+}
+
 // finish sorts the inputs and computes Hash: SHA-256 over every file's name,
 // size and content hash, in name order.
 func (in *Inputs) finish() {
@@ -129,6 +140,23 @@ var (
 // and the open; the open never blocks on a FIFO, and only a regular file is
 // read. A positive limit refuses a larger file, returning its size.
 func readRegular(root *os.Root, name string, limit int64) ([]byte, int64, error) {
+	return readFile(root, name, limit, nil)
+}
+
+// errChanged is why readListed refuses a file.
+var errChanged = errors.New("changed while being read: it is no longer the regular file listed (a symbolic link swapped in?)")
+
+// readListed is readRegular of a file a directory listing showed as the
+// regular file listed: the file opened must be that very file. os.Root
+// follows a link that stays inside it, so a file swapped for a link to
+// another file of the config after the listing would otherwise be read in
+// its place.
+func readListed(root *os.Root, name string, listed fs.FileInfo) ([]byte, error) {
+	data, _, err := readFile(root, name, 0, listed)
+	return data, err
+}
+
+func readFile(root *os.Root, name string, limit int64, listed fs.FileInfo) ([]byte, int64, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if escapes(root, name, err) {
@@ -143,6 +171,9 @@ func readRegular(root *os.Root, name string, limit int64) ([]byte, int64, error)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, 0, errNotRegular
+	}
+	if listed != nil && !os.SameFile(fi, listed) {
+		return nil, 0, errChanged
 	}
 	if limit > 0 && fi.Size() > limit {
 		return nil, fi.Size(), fmt.Errorf("larger than %d bytes", limit)
@@ -223,13 +254,23 @@ func walkTree(root *os.Root, rel string, in *Inputs) (string, error) {
 		return "", err
 	}
 	rel = path.Clean(rel)
-	if fi, err := root.Lstat(rel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+	top, err := root.Lstat(rel)
+	if err == nil && top.Mode()&fs.ModeSymlink != 0 {
 		return "", fmt.Errorf("read %s: %s is a symbolic link (symbolic links and devices are refused)", rel, rel)
 	}
 	h := sha256.New()
-	err := fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if p == rel && (top == nil || !os.SameFile(info, top)) {
+			// WalkDir stats its root, following a link that stays in
+			// root: rel was swapped for one since the Lstat above.
+			return fmt.Errorf("%s %w", p, errChanged)
 		}
 		if d.IsDir() {
 			return nil
@@ -237,7 +278,7 @@ func walkTree(root *os.Root, rel string, in *Inputs) (string, error) {
 		if !d.Type().IsRegular() {
 			return fmt.Errorf("%s is not a regular file (symbolic links and devices are refused)", p)
 		}
-		data, _, err := readRegular(root, p, 0)
+		data, err := readListed(root, p, info)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
@@ -263,7 +304,7 @@ func isEscape(err error) bool {
 		return false
 	}
 	_, isErrno := pe.Err.(syscall.Errno)
-	return !isErrno && pe.Err != errNotRegular && pe.Err != errEscapes
+	return !isErrno && pe.Err != errNotRegular && pe.Err != errEscapes && pe.Err != errChanged
 }
 
 // checkRelative refuses absolute paths and paths that leave the config
@@ -272,8 +313,7 @@ func checkRelative(rel string) error {
 	if rel == "" || path.IsAbs(rel) || filepath.IsAbs(rel) {
 		return fmt.Errorf("path %q must be relative to the config directory", rel)
 	}
-	clean := path.Clean(rel)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
+	if !filepath.IsLocal(filepath.FromSlash(path.Clean(rel))) {
 		return fmt.Errorf("path %q leaves the config directory", rel)
 	}
 	return nil

@@ -2,6 +2,8 @@ package schema
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -35,7 +37,8 @@ func (l *loader) loadSkills(cfg *Config) {
 		}
 		l.inputs.Dirs = append(l.inputs.Dirs, rel)
 		s.Digest = digest
-		fm, err := readFrontmatter(l.root, path.Join(rel, "SKILL.md"))
+		md := path.Join(rel, "SKILL.md")
+		fm, err := readFrontmatter(l.root, md, l.inputs.sumOf(md))
 		if err != nil {
 			l.addAt(sel, reason.SkillPackage, "skill package %s: %v", rel, err)
 			continue
@@ -55,10 +58,16 @@ func (l *loader) loadSkills(cfg *Config) {
 	}
 }
 
-func readFrontmatter(root *os.Root, file string) (*skillFrontmatter, error) {
+// readFrontmatter reads the frontmatter of file, which must be the content
+// the package's digest was computed from (sum, its SHA-256 in hex): what is
+// checked is what is hashed.
+func readFrontmatter(root *os.Root, file, sum string) (*skillFrontmatter, error) {
 	data, _, err := readRegular(root, file, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read SKILL.md: %w", err)
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("read SKILL.md: %w", errChanged)
 	}
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	rest, ok := bytes.CutPrefix(data, []byte("---\n"))

@@ -22,6 +22,7 @@ const (
 	ConfigIO             Code = "io"
 	ConfigTooComplex     Code = "config_too_complex"
 	EscapingSymlink      Code = "escaping_symlink"
+	ImageForeignSkills   Code = "image_carries_foreign_skills"
 	DisabledProvider     Code = "disabled_requested_provider"
 	ImplicitSubstitution Code = "implicit_substitution"
 	PlanHashMismatch     Code = "plan_hash_mismatch"
@@ -107,6 +108,7 @@ var table = []Entry{
 	{JobPinMismatch, ExitError, AreaConfig, "a job's provider or billing pin contradicts its connection"},
 	{ConfigIO, ExitError, AreaConfig, "a config file could not be read"},
 	{ConfigTooComplex, ExitError, AreaConfig, "evaluating the config exceeds its budget (NLX_CONFIG_MEMORY, NLX_CONFIG_CPU, NLX_CONFIG_TIMEOUT, or the stack)"},
+	{ImageForeignSkills, ExitError, AreaConfig, "a workspace's image bakes in a team or personal skill the workspace is not entitled to; skills are mounted per launch"},
 	{EscapingSymlink, ExitError, AreaConfig, "a config file or image layer source is a symbolic link leading out of its directory"},
 
 	{DisabledProvider, ExitApproval, AreaPlan, "a change needs a provider that is disabled; the config must change"},
