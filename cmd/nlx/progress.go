@@ -3,12 +3,15 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
 
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/internal/bytesize"
@@ -22,17 +25,22 @@ type progress struct {
 	w    io.Writer
 	live *mpb.Progress // nil off a terminal
 
-	mu      sync.Mutex
-	bars    map[string]*mpb.Bar
-	begun   map[string]time.Time
-	outcome map[string]string // a step's ending, shown on its live line
+	mu    sync.Mutex // guards steps; never held while calling mpb
+	steps map[string]*liveStep
+}
+
+// liveStep is one step under way.
+type liveStep struct {
+	begun   time.Time
+	bar     *mpb.Bar
+	outcome atomic.Value // string: how it ended, shown on its live line
 }
 
 // newProgress returns the progress of a command; Wait it before the
 // command prints its result.
 func (a *app) newProgress() *progress {
-	p := &progress{w: a.io.Err, bars: map[string]*mpb.Bar{}, begun: map[string]time.Time{}, outcome: map[string]string{}}
-	if a.io.ErrTerminal {
+	p := &progress{w: a.io.Err, steps: map[string]*liveStep{}}
+	if a.io.ErrTerminal && termWidth(a.io.Err) > 0 {
 		p.live = mpb.New(mpb.WithOutput(a.io.Err), mpb.WithWidth(32), mpb.WithRefreshRate(120*time.Millisecond))
 	}
 	return p
@@ -48,24 +56,29 @@ func (p *progress) Wait() {
 // Step is images' progress callback for one build step.
 func (p *progress) Step(s images.Step) {
 	name := fmt.Sprintf("image %s %s: %s", s.Image, s.Platform, s.Layer)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !s.Done {
-		p.begun[name] = time.Now()
+		st := &liveStep{begun: time.Now()}
+		st.outcome.Store("")
+		p.mu.Lock()
+		p.steps[name] = st
+		p.mu.Unlock()
 		if p.live == nil {
 			fmt.Fprintf(p.w, "%s: building\n", name)
 			return
 		}
-		p.bars[name] = p.live.New(1, mpb.SpinnerStyle(), mpb.BarFillerClearOnComplete(),
+		st.bar = p.live.New(1, mpb.SpinnerStyle(), mpb.BarFillerClearOnComplete(),
 			mpb.PrependDecorators(decor.Name(name+" ")),
-			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				return p.outcome[name]
-			})))
+			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string { return st.outcome.Load().(string) })))
 		return
 	}
-	took := time.Since(p.begun[name]).Round(100 * time.Millisecond)
+	p.mu.Lock()
+	st := p.steps[name]
+	delete(p.steps, name)
+	p.mu.Unlock()
+	if st == nil {
+		st = &liveStep{begun: time.Now()}
+	}
+	took := time.Since(st.begun).Round(100 * time.Millisecond)
 	outcome := fmt.Sprintf("built, %s in %s", bytesize.Human(s.Size), took)
 	switch {
 	case s.Err != nil:
@@ -73,15 +86,12 @@ func (p *progress) Step(s images.Step) {
 	case s.Cached:
 		outcome = fmt.Sprintf("cached, %s", bytesize.Human(s.Size))
 	}
-	if p.live == nil {
+	if st.bar == nil {
 		fmt.Fprintf(p.w, "%s: %s\n", name, outcome)
 		return
 	}
-	p.outcome[name] = outcome
-	if bar := p.bars[name]; bar != nil {
-		bar.SetCurrent(1) // the spinner goes; the line stays, with the outcome
-		delete(p.bars, name)
-	}
+	st.outcome.Store(outcome)
+	st.bar.SetCurrent(1) // the spinner goes; the line stays, with the outcome
 }
 
 // Push shows a push's bytes: a live bar on a terminal, the start and the
@@ -118,4 +128,19 @@ func (p *progress) Push(ref string) (chan v1.Update, func()) {
 		}
 	}()
 	return ch, func() { <-finished }
+}
+
+// termWidth is the width of the terminal w writes to, 0 when unknown (a
+// pseudo-terminal nobody sized shows no live lines: it gets the lines a
+// log gets).
+func termWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return width
 }
