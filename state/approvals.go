@@ -12,25 +12,18 @@ import (
 
 // Approvals implements reconcile.Store.
 func (db *DB) Approvals(ctx context.Context, planHash string) ([]reconcile.Approval, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT id, plan_hash, address, risk, actor, reason, created_at, expires_at,
+	return collect(ctx, db.rdb, "approvals", `SELECT id, plan_hash, address, risk, actor, reason, created_at, expires_at,
 		consumed_at IS NOT NULL, coalesce(consumed_by, 0)
-		FROM approvals WHERE plan_hash = ? ORDER BY id`, planHash)
-	if err != nil {
-		return nil, fmt.Errorf("read approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []reconcile.Approval
-	for rows.Next() {
-		var a reconcile.Approval
-		var created, expires string
-		if err := rows.Scan(&a.ID, &a.PlanHash, &a.Address, &a.Risk, &a.Actor, &a.Reason, &created, &expires, &a.Consumed, &a.ConsumedBy); err != nil {
-			return nil, fmt.Errorf("read approvals: %w", err)
-		}
-		a.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
-		a.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
-		out = append(out, a)
-	}
-	return out, rows.Err()
+		FROM approvals WHERE plan_hash = ? ORDER BY id`, []any{planHash},
+		func(rows *sql.Rows, a *reconcile.Approval) error {
+			var created, expires string
+			if err := rows.Scan(&a.ID, &a.PlanHash, &a.Address, &a.Risk, &a.Actor, &a.Reason, &created, &expires, &a.Consumed, &a.ConsumedBy); err != nil {
+				return err
+			}
+			a.CreatedAt, _ = time.Parse(time.RFC3339Nano, created)
+			a.ExpiresAt, _ = time.Parse(time.RFC3339Nano, expires)
+			return nil
+		})
 }
 
 // RecordApprovals implements reconcile.Store.

@@ -194,22 +194,12 @@ type JournalEntry struct {
 
 // Journal lists the journal in order.
 func (db *DB) Journal(ctx context.Context) ([]JournalEntry, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT j.id, j.apply_id, j.address, j.action, j.phase, j.at,
+	return collect(ctx, db.rdb, "journal", `SELECT j.id, j.apply_id, j.address, j.action, j.phase, j.at,
 		coalesce(r.outcome || ' by ' || r.actor || ': ' || r.reason, '')
-		FROM journal j LEFT JOIN resolutions r ON r.journal_id = j.id ORDER BY j.id`)
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
-	}
-	defer rows.Close()
-	var out []JournalEntry
-	for rows.Next() {
-		var e JournalEntry
-		if err := rows.Scan(&e.ID, &e.ApplyID, &e.Address, &e.Action, &e.Phase, &e.At, &e.Resolution); err != nil {
-			return nil, fmt.Errorf("read journal: %w", err)
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		FROM journal j LEFT JOIN resolutions r ON r.journal_id = j.id ORDER BY j.id`, nil,
+		func(rows *sql.Rows, e *JournalEntry) error {
+			return rows.Scan(&e.ID, &e.ApplyID, &e.Address, &e.Action, &e.Phase, &e.At, &e.Resolution)
+		})
 }
 
 // dispatchDetail is what a 'dispatched' journal row keeps of its change, so
@@ -283,23 +273,10 @@ type openRow struct {
 	detail              string
 }
 
-func queryOpen(ctx context.Context, q interface {
-	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) ([]openRow, error) {
-	rows, err := q.QueryContext(ctx, openOutcomes)
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
-	}
-	defer rows.Close()
-	var out []openRow
-	for rows.Next() {
-		var r openRow
-		if err := rows.Scan(&r.id, &r.applyID, &r.address, &r.action, &r.phase, &r.at, &r.detail); err != nil {
-			return nil, fmt.Errorf("read journal: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+func queryOpen(ctx context.Context, q queryer) ([]openRow, error) {
+	return collect(ctx, q, "journal", openOutcomes, nil, func(rows *sql.Rows, r *openRow) error {
+		return rows.Scan(&r.id, &r.applyID, &r.address, &r.action, &r.phase, &r.at, &r.detail)
+	})
 }
 
 func unknownsOf(rows []openRow) []plan.Unknown {

@@ -162,18 +162,6 @@ func newLineage() (string, error) {
 
 // Migrations lists the migrations recorded in the file.
 func (db *DB) Migrations(ctx context.Context) ([]Migration, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT version, name, applied_at FROM schema_migrations ORDER BY version`)
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	defer rows.Close()
-	var ms []Migration
-	for rows.Next() {
-		var m Migration
-		if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt); err != nil {
-			return nil, err
-		}
-		ms = append(ms, m)
-	}
-	return ms, rows.Err()
+	return collect(ctx, db.rdb, "migrations", `SELECT version, name, applied_at FROM schema_migrations ORDER BY version`, nil,
+		func(rows *sql.Rows, m *Migration) error { return rows.Scan(&m.Version, &m.Name, &m.AppliedAt) })
 }

@@ -86,19 +86,9 @@ func (db *DB) Processes(ctx context.Context, all bool) ([]ProcessRow, error) {
 }
 
 func (db *DB) processes(ctx context.Context, where string, args ...any) ([]ProcessRow, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT launch_id, workspace, pid, started_at, identity, status,
-		coalesce(receipt, ''), coalesce(stopped_at, '') FROM processes `+where+` ORDER BY started_at DESC, launch_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read processes: %w", err)
-	}
-	defer rows.Close()
-	var out []ProcessRow
-	for rows.Next() {
-		var p ProcessRow
-		if err := rows.Scan(&p.LaunchID, &p.Workspace, &p.PID, &p.StartedAt, &p.Identity, &p.Status, &p.Receipt, &p.StoppedAt); err != nil {
-			return nil, fmt.Errorf("read processes: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return collect(ctx, db.rdb, "processes", `SELECT launch_id, workspace, pid, started_at, identity, status,
+		coalesce(receipt, ''), coalesce(stopped_at, '') FROM processes `+where+` ORDER BY started_at DESC, launch_id`, args,
+		func(rows *sql.Rows, p *ProcessRow) error {
+			return rows.Scan(&p.LaunchID, &p.Workspace, &p.PID, &p.StartedAt, &p.Identity, &p.Status, &p.Receipt, &p.StoppedAt)
+		})
 }

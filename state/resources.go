@@ -149,43 +149,26 @@ func (db *DB) AppliedSpec(ctx context.Context, address string) (spec []byte, sta
 
 // Rows lists every resource with its bookkeeping, by address.
 func (db *DB) Rows(ctx context.Context) ([]Row, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT address, kind, name, spec_hash, status, serial, updated_at FROM resources ORDER BY address`)
-	if err != nil {
-		return nil, fmt.Errorf("read resources: %w", err)
-	}
-	defer rows.Close()
-	var out []Row
-	for rows.Next() {
-		var r Row
-		var kind string
-		if err := rows.Scan(&r.Address, &kind, &r.Name, &r.Hash, &r.Status, &r.Serial, &r.UpdatedAt); err != nil {
-			return nil, fmt.Errorf("read resources: %w", err)
-		}
-		r.Kind = schema.Kind(kind)
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return collect(ctx, db.rdb, "resources", `SELECT address, kind, name, spec_hash, status, serial, updated_at FROM resources ORDER BY address`, nil,
+		func(rows *sql.Rows, r *Row) error {
+			var kind string
+			err := rows.Scan(&r.Address, &kind, &r.Name, &r.Hash, &r.Status, &r.Serial, &r.UpdatedAt)
+			r.Kind = schema.Kind(kind)
+			return err
+		})
 }
 
 // Authority implements reconcile.Store.
 func (db *DB) Authority(ctx context.Context) (*reconcile.Authority, error) {
-	rows, err := db.rdb.QueryContext(ctx, `SELECT kind, name, spec FROM resources WHERE kind IN ('host', 'workspace')`)
+	rs, err := collect(ctx, db.rdb, "authority", `SELECT kind, name, spec FROM resources WHERE kind IN ('host', 'workspace')`, nil,
+		func(rows *sql.Rows, r *reconcile.Resource) error {
+			var kind string
+			var spec []byte
+			err := rows.Scan(&kind, &r.Name, &spec)
+			r.Kind, r.Spec = schema.Kind(kind), spec
+			return err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("read authority: %w", err)
-	}
-	defer rows.Close()
-	var rs []reconcile.Resource
-	for rows.Next() {
-		var r reconcile.Resource
-		var kind string
-		var spec []byte
-		if err := rows.Scan(&kind, &r.Name, &spec); err != nil {
-			return nil, fmt.Errorf("read authority: %w", err)
-		}
-		r.Kind, r.Spec = schema.Kind(kind), spec
-		rs = append(rs, r)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return reconcile.NewAuthority(rs)
