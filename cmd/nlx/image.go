@@ -41,11 +41,7 @@ func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, 
 	if im.Ref != "" {
 		return nil, reason.New(reason.UnknownImage, "image %s is prebuilt (%s); pull it instead", name, im.Ref)
 	}
-	store, err := a.imageStore()
-	if err != nil {
-		return nil, err
-	}
-	epoch, err := images.EpochFromEnv()
+	store, epoch, err := a.buildInputs()
 	if err != nil {
 		return nil, err
 	}

@@ -178,11 +178,7 @@ func resolveImages(ctx context.Context, a *app, cfg *schema.Config, dir string) 
 	if len(cfg.Images) == 0 {
 		return nil, nil
 	}
-	store, err := a.imageStore()
-	if err != nil {
-		return nil, err
-	}
-	epoch, err := images.EpochFromEnv()
+	store, epoch, err := a.buildInputs()
 	if err != nil {
 		return nil, err
 	}

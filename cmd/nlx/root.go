@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -156,6 +157,18 @@ func (a *app) planSnapshot(ctx context.Context) (*reconcile.Snapshot, error) {
 		return &reconcile.Snapshot{}, nil
 	}
 	return snap, err
+}
+
+// buildInputs are what every image build takes from the host: the image
+// store (and its layer cache) and the time every file gets
+// (SOURCE_DATE_EPOCH).
+func (a *app) buildInputs() (*images.Store, time.Time, error) {
+	store, err := a.imageStore()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	epoch, err := images.EpochFromEnv()
+	return store, epoch, err
 }
 
 // imageStore is the local image store beside the state.
