@@ -55,7 +55,7 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 		sort.Float64s(s)
 		return s[len(s)/2]
 	}
-	fmt.Printf("\nisolated launch of /bin/true, interleaved with the raw backend (medians of 5 runs of 100 pairs):\n")
+	fmt.Printf("\nisolated launch of /bin/true, identity and receipt in a SQLite state on disk, interleaved with the raw backend (medians of 5 runs of 100 pairs):\n")
 	for _, pair := range []struct {
 		name   string
 		target float64
@@ -67,6 +67,9 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 			continue
 		}
 		fmt.Printf("  %-6s %.1f ms, raw %.1f ms: ratio %.2f (target <= %.1f) %s\n", pair.name, median(m["nlx-ms"]), median(m["raw-ms"]), r, pair.target, verdict(r <= pair.target, "isolated launch, "+pair.name))
+		if mem := runs[pair.name+"-memory"]; len(mem["x-raw"]) > 0 {
+			fmt.Printf("         (with an in-memory recorder instead: %.1f ms against raw %.1f ms, ratio %.2f)\n", median(mem["nlx-ms"]), median(mem["raw-ms"]), median(mem["x-raw"]))
+		}
 	}
 	if m := runs["filter"]; len(m["bare-ms"]) > 0 {
 		fmt.Printf("  (the raw bwrap runs nlx's command line, seccomp filter and bind handles included; without them: %.1f ms against %.1f ms, %+.0f%%)\n",

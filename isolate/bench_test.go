@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nlx-dev/nlx/state"
 )
 
 // BenchmarkLaunch measures launch to exit of /bin/true through isolate
@@ -39,14 +42,32 @@ func BenchmarkLaunch(b *testing.B) {
 	req.Limits = Limits{MemoryBytes: 256 << 20, CPU: 1, Pids: 64}
 	ctx := context.Background()
 
+	db, err := stateDB(b)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	// The launch as nlx exec makes it records its identity and receipt in
+	// a real SQLite state on disk ("bwrap", "runc"); with an in-memory
+	// recorder ("bwrap-memory", "runc-memory") the same launch shows what
+	// those two transactions cost.
+	type variant struct {
+		name string
+		be   Backend
+		rec  Recorder
+	}
+	var variants []variant
 	for _, be := range backends {
-		b.Run(string(be), func(b *testing.B) {
+		variants = append(variants, variant{string(be), be, stateRecorder{db}}, variant{string(be) + "-memory", be, &fakeRecorder{}})
+	}
+	for _, v := range variants {
+		be, rec := v.be, v.rec
+		b.Run(v.name, func(b *testing.B) {
 			needBackend(b, be)
 			req := req
 			req.Backend = be
 			raw, cleanup := rawLaunch(b, be, req, state, false)
 			defer cleanup()
-			rec := &fakeRecorder{}
 			isolated := func() error {
 				p, err := Launch(ctx, req, Options{Recorder: rec, StateDir: state})
 				if err != nil {
@@ -198,4 +219,30 @@ func medianDuration(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// stateDB is a real SQLite state on disk, as nlx exec records launches in.
+func stateDB(b *testing.B) (*state.DB, error) {
+	return state.Open(context.Background(), filepath.Join(b.TempDir(), "state.db"), state.Options{})
+}
+
+// stateRecorder records identities and receipts in the state as nlx exec
+// does (launch.Recorder, which isolate's tests cannot import).
+type stateRecorder struct{ db *state.DB }
+
+func (r stateRecorder) Record(ctx context.Context, id Identity) error {
+	data, err := json.Marshal(id)
+	if err != nil {
+		return err
+	}
+	return r.db.RecordProcess(ctx, state.ProcessRow{LaunchID: id.LaunchID, Workspace: id.Workspace, PID: id.PID,
+		StartedAt: id.Started.UTC().Format(time.RFC3339Nano), Identity: string(data)})
+}
+
+func (r stateRecorder) Receipt(ctx context.Context, launchID string, rc Receipt) error {
+	data, err := json.Marshal(rc)
+	if err != nil {
+		return err
+	}
+	return r.db.StopProcess(ctx, launchID, string(data), rc.Stopped.UTC().Format(time.RFC3339Nano))
 }
