@@ -82,7 +82,7 @@ func (p *progress) Step(s images.Step) {
 	outcome := fmt.Sprintf("built, %s in %s", bytesize.Human(s.Size), took)
 	switch {
 	case s.Err != nil:
-		outcome = "failed: " + s.Err.Error()
+		outcome = "failed (the error follows)"
 	case s.Cached:
 		outcome = fmt.Sprintf("cached, %s", bytesize.Human(s.Size))
 	}
