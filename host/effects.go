@@ -1,10 +1,13 @@
-// Package host prepares this host for what is applied and launched: it carries out what applying a resource means on the host
-// beyond the state: a new workspace gets its directory under the workspace
-// root, and a skill package is installed in the skill store, where
-// launches mount it from (never from a config directory). Deleting or
-// replacing a workspace leaves its directory in place: nlx never removes a
-// workspace's files; a skill's old packages stay too, each under its own
-// digest.
+// Package host prepares this host for what is applied and launched: it
+// carries out what applying a resource means on the host beyond the state:
+// a new workspace gets its directory under the workspace root, a new
+// connection its credential home under the credential root (empty: the
+// operator signs the provider in), and a skill package is installed in the
+// skill store, where launches mount it from (never from a config
+// directory). Deleting or replacing a workspace leaves its directory in
+// place: nlx never removes a workspace's files, nor a credential home (a
+// connection deleted or moved elsewhere keeps its old home); a skill's old
+// packages stay too, each under its own digest.
 package host
 
 import (
@@ -25,15 +28,18 @@ import (
 type Effects struct {
 	// WorkspaceRoot holds one directory per workspace.
 	WorkspaceRoot string
+	// CredentialRoot holds every connection's credential home, as
+	// CredentialRoot/HOME (the connection's credentialHome).
+	CredentialRoot string
 	// SkillRoot holds installed skill packages, SkillRoot/NAME/HEX.
 	SkillRoot string
 	// ConfigDir is the config the plan was derived from, whose skill
 	// packages are installed; each copy is checked against the digest the
 	// applied spec names.
 	ConfigDir string
-	// Owner, when set, names who owns the workspace directories made
-	// (providers run as that user; see ProviderUser). Resolved at the
-	// first workspace made.
+	// Owner, when set, names who owns the workspace directories and
+	// credential homes made (providers run as that user; see
+	// ProviderUser), when nlx is root. Resolved at each one made.
 	Owner func(ctx context.Context) (*Owner, error)
 	Now   func() time.Time
 
@@ -79,14 +85,18 @@ func DefaultCredentialRoot(statePath string) string {
 // Dir is the directory of workspace name.
 func (h *Effects) Dir(name string) string { return filepath.Join(h.WorkspaceRoot, name) }
 
-// Has reports whether c has an effect on the host: creating a workspace,
-// or creating or changing a skill (its package is installed).
+// Has reports whether c has an effect on the host: creating a workspace
+// (its directory is made), creating or changing a skill (its package is
+// installed), creating or replacing a connection or moving its credential
+// home (the home is made).
 func (h *Effects) Has(c *plan.Change) bool {
 	switch c.Kind {
 	case schema.KindWorkspace:
 		return c.Action == plan.Create
 	case schema.KindSkill:
 		return c.Action.Creates() || c.Action == plan.Update
+	case schema.KindConnection:
+		return makesCredentialHome(c)
 	}
 	return false
 }
@@ -112,9 +122,12 @@ func (h *Effects) Do(ctx context.Context, c *plan.Change) error {
 	}
 	var dir string
 	var err error
-	if c.Kind == schema.KindSkill {
+	switch c.Kind {
+	case schema.KindSkill:
 		dir, err = h.installSkill(c)
-	} else {
+	case schema.KindConnection:
+		dir, err = h.makeCredentialHome(ctx, c)
+	default:
 		dir, err = h.makeWorkspace(ctx, c)
 	}
 	if err != nil {
@@ -126,15 +139,12 @@ func (h *Effects) Do(ctx context.Context, c *plan.Change) error {
 // makeWorkspace creates the workspace's directory, owned by the provider's
 // user; one already there is the workspace's, kept as it is.
 func (h *Effects) makeWorkspace(ctx context.Context, c *plan.Change) (string, error) {
-	var owner *Owner
-	if h.Owner != nil && os.Geteuid() == 0 {
-		var err error
-		if owner, err = h.Owner(ctx); err != nil {
-			return "", err
-		}
+	owner, err := h.owner(ctx)
+	if err != nil {
+		return "", err
 	}
 	dir := h.Dir(c.Name)
-	err := os.Mkdir(dir, 0o750)
+	err = os.Mkdir(dir, 0o750)
 	if errors.Is(err, fs.ErrExist) {
 		return dir, nil
 	}
@@ -147,6 +157,15 @@ func (h *Effects) makeWorkspace(ctx context.Context, c *plan.Change) (string, er
 		}
 	}
 	return dir, nil
+}
+
+// owner is who owns what Do makes for providers: the provider's user when
+// nlx is root, else nil (what nlx makes is its own user's).
+func (h *Effects) owner(ctx context.Context) (*Owner, error) {
+	if h.Owner == nil || os.Geteuid() != 0 {
+		return nil, nil
+	}
+	return h.Owner(ctx)
 }
 
 func (h *Effects) note(c *plan.Change, dir string) error {

@@ -381,7 +381,7 @@ func check(req Request) (*resolved, error) {
 		return nil, err
 	}
 	credRoot := ""
-	if credRoot, r.credHome, r.credHomeF, err = checkCredentialHome(req.CredentialRoot, req.CredentialHome); err != nil {
+	if credRoot, r.credHome, r.credHomeF, err = checkCredentialHome(req.CredentialRoot, req.CredentialHome, r.user); err != nil {
 		return nil, err
 	}
 	if credRoot != "" && overlaps(credRoot, r.workspace) {
@@ -566,8 +566,10 @@ func checkProtected(wsF *os.File, ws string) ([]protectedMount, error) {
 // checkCredentialHome returns the resolved credential root and home, and
 // the home's handle. The home is opened below the root with no symlink
 // anywhere in it (RESOLVE_NO_SYMLINKS), so that no link below the root can
-// redirect the mount to another owner's home.
-func checkCredentialHome(root, home string) (string, string, *os.File, error) {
+// redirect the mount to another owner's home. A home (or root) that is not
+// there is credential_home_missing, with how to make it for u; one that is
+// there but unsafe stays credential_home_unsafe.
+func checkCredentialHome(root, home string, u specs.User) (string, string, *os.File, error) {
 	if root == "" && home == "" {
 		return "", "", nil, nil
 	}
@@ -587,6 +589,9 @@ func checkCredentialHome(root, home string) (string, string, *os.File, error) {
 		return unsafe("credential home %q must be a clean path without ..", home)
 	}
 	rootF, err := openDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", nil, missingHome(root, home, u, fmt.Sprintf("the credential root %s does not exist", root))
+	}
 	if err != nil {
 		return unsafe("credential root: %v", err)
 	}
@@ -598,6 +603,9 @@ func checkCredentialHome(root, home string) (string, string, *os.File, error) {
 	f, err := openBeneath(rootF, home, true)
 	if errors.Is(err, unix.ELOOP) {
 		return unsafe("credential home %s: a component of it is a symlink", home)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", nil, missingHome(root, home, u, fmt.Sprintf("credential home %s does not exist", filepath.Join(root, home)))
 	}
 	if err != nil {
 		return unsafe("credential home %s: %v", home, err)
@@ -615,6 +623,32 @@ func checkCredentialHome(root, home string) (string, string, *os.File, error) {
 		return unsafe("credential home %s is not inside %s", p, rroot)
 	}
 	return rroot, p, f, nil
+}
+
+// missingHome is the refusal of a launch whose credential home is not
+// there: apply makes the home of each connection it creates or moves
+// (host.Effects), so a missing one was removed since, or applied by an nlx
+// that made none. The fix makes it as apply would: the directories above
+// it root's and searchable, the home the provider user's, mode 0700.
+func missingHome(root, home string, u specs.User, what string) *reason.Error {
+	dir := filepath.Join(root, home)
+	fix := fmt.Sprintf("mkdir -p -m 0711 %s && mkdir -m 0700 %s", shellQuote(filepath.Dir(dir)), shellQuote(dir))
+	if os.Geteuid() == 0 {
+		fix += fmt.Sprintf(" && chown %d:%d %s", u.UID, u.GID, shellQuote(dir))
+	}
+	return &reason.Error{Code: reason.CredentialHomeMissing,
+		Msg: what + ": nlx apply creates the home of each connection it creates or moves, so it was removed since, " +
+			"applied by an older nlx, or made under another NLX_CREDENTIAL_ROOT; create it, then sign in (nlx doctor shows how); fix: " + fix,
+		Fix: fix}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it (as
+// plan.ShellQuote, which isolate does not import).
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func checkSkills(skills []SkillMount, credRoot string) (_ []SkillMount, files []*os.File, err error) {

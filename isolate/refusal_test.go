@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,6 +75,10 @@ func TestRefusals(t *testing.T) {
 		{"credential home empty", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "" }},
 		{"credential home is a file", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "bob/codex/token" }},
 		{"credential root relative", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialRoot = "credentials" }},
+		{"credential home missing", reason.CredentialHomeMissing, func(t *testing.T, r *Request) { r.CredentialHome = "carol/codex" }},
+		{"credential home missing below a home", reason.CredentialHomeMissing, func(t *testing.T, r *Request) { r.CredentialHome = "bob/codex/sub" }},
+		{"credential root missing", reason.CredentialHomeMissing, func(t *testing.T, r *Request) { r.CredentialRoot = filepath.Join(f.base, "nowhere") }},
+		{"credential home missing under a symlink", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialHome = "mallory/nope" }},
 		{"credential root inside the workspace", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.CredentialRoot = inner }},
 		{"skill dir holds the credential root", reason.CredentialHomeUnsafe, func(t *testing.T, r *Request) { r.Skills = []SkillMount{{Name: "all", Dir: f.base}} }},
 		{"skill name", reason.InvalidRequest, func(t *testing.T, r *Request) { r.Skills = []SkillMount{{Name: "../x", Dir: f.skillRoot}} }},
@@ -236,5 +241,50 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) succeeded", in)
 		}
+	}
+}
+
+// TestCredentialHomeMissing: a home that is not there is told apart from
+// one that is unsafe, and the refusal says how to make it as apply would
+// (the provider user's, mode 0700); one reached through a symlink stays
+// unsafe whatever lies beyond it.
+func TestCredentialHomeMissing(t *testing.T) {
+	f := newFixture(t)
+	must(t, os.Symlink(filepath.Join(f.credRoot, "bob"), filepath.Join(f.credRoot, "mallory")))
+	for _, tt := range []struct {
+		name, root, home string
+		code             reason.Code
+		say              []string
+	}{
+		{"missing home", f.credRoot, "carol/codex", reason.CredentialHomeMissing, []string{
+			"credential home " + filepath.Join(f.credRoot, "carol", "codex") + " does not exist",
+			"mkdir -p -m 0711 " + filepath.Join(f.credRoot, "carol") + " && mkdir -m 0700 " + filepath.Join(f.credRoot, "carol", "codex")}},
+		{"missing root", filepath.Join(f.base, "nowhere"), "bob/codex", reason.CredentialHomeMissing, []string{
+			"the credential root " + filepath.Join(f.base, "nowhere") + " does not exist"}},
+		{"symlink", f.credRoot, "mallory/codex", reason.CredentialHomeUnsafe, []string{"symlink"}},
+		{"symlink to nothing", f.credRoot, "mallory/nope", reason.CredentialHomeUnsafe, []string{"symlink"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := f.request(Auto, WorkspaceWrite, "true")
+			req.CredentialRoot, req.CredentialHome = tt.root, tt.home
+			_, err := Compile(req)
+			r := reason.Of(err)
+			if r == nil || r.Code != tt.code {
+				t.Fatalf("Compile = %v, want %s", err, tt.code)
+			}
+			for _, s := range tt.say {
+				if !strings.Contains(r.Msg, s) {
+					t.Errorf("message %q does not say %q", r.Msg, s)
+				}
+			}
+			if tt.code == reason.CredentialHomeMissing {
+				if r.Fix == "" || !strings.HasSuffix(r.Msg, "fix: "+r.Fix) {
+					t.Errorf("fix %q, message %q", r.Fix, r.Msg)
+				}
+				if os.Geteuid() == 0 && !strings.Contains(r.Fix, fmt.Sprintf("chown %d:%d ", testUID, testUID)) {
+					t.Errorf("fix %q does not hand the home to the provider user", r.Fix)
+				}
+			}
+		})
 	}
 }

@@ -175,11 +175,8 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 	for k, v := range p.Env {
 		l.Request.Env[k] = v
 	}
-	switch p.Kind {
-	case "codex-app-server":
-		l.Request.Env["CODEX_HOME"] = isolate.CredentialPath
-	case "claude-code":
-		l.Request.Env["CLAUDE_CONFIG_DIR"] = isolate.CredentialPath
+	if ph, ok := providerHomes[p.Kind]; ok {
+		l.Request.Env[ph.env] = isolate.CredentialPath
 	}
 	for _, name := range w.Skills {
 		var sk schema.Skill

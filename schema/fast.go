@@ -30,6 +30,7 @@ var (
 	reDigestRef = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
 	reMemory    = regexp.MustCompile(`^[0-9]+(Ki|Mi|Gi)?$`)
 	reCredHome  = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+	reDotPart   = regexp.MustCompile(`(^|/)[.][.]?(/|$)`) // a . or .. component
 	reSemver    = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$`)
 	reEvery     = regexp.MustCompile(`^([0-9]+(ms|s|m|h))+$`)
 	reAt        = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T`)
@@ -159,6 +160,17 @@ func match(res ...*regexp.Regexp) rule {
 	}
 }
 
+func both(a, b rule) rule { return func(v any) bool { return a(v) && b(v) } }
+
+// not holds for a string r does not hold for; a value that is no string
+// fails both.
+func not(r rule) rule {
+	return func(v any) bool {
+		_, ok := v.(string)
+		return ok && !r(v)
+	}
+}
+
 func enum(vals ...string) rule {
 	return func(v any) bool {
 		s, ok := v.(string)
@@ -265,7 +277,7 @@ var configRule = object(
 		req("workspace", name),
 		req("provider", name),
 		req("billing", enum("subscription", "api")),
-		req("credentialHome", match(reCredHome)),
+		req("credentialHome", both(match(reCredHome), not(match(reDotPart)))),
 		opt("secret", match(reSecretRef)),
 		req("generation", integer(1, 1<<62)),
 	))),

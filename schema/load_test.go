@@ -158,6 +158,18 @@ func TestBadConfigs(t *testing.T) {
 			path: "workspaces.core.chatReset",
 		},
 		{
+			name:  "credential home climbing out with ..",
+			edits: []edit{{"connections.cue", `credentialHome: "ana/codex"`, `credentialHome: "ana/../core/codex"`}},
+			code:  reason.SchemaViolation, msg: `invalid value "ana/../core/codex"`, at: `connections.cue:"ana/../core/codex"`,
+			path: "connections.ana-codex.credentialHome",
+		},
+		{
+			name:  "credential home that is the root",
+			edits: []edit{{"connections.cue", `credentialHome: "ana/codex"`, `credentialHome: "."`}},
+			code:  reason.SchemaViolation, msg: `invalid value "."`, at: `connections.cue:"."`,
+			path: "connections.ana-codex.credentialHome",
+		},
+		{
 			name:  "missing job connection",
 			edits: []edit{{"jobs.cue", "\tconnection: \"ana-codex\"\n", ""}},
 			code:  reason.SchemaViolation, msg: "required but not present", at: "jobs.cue:{\n\tworkspace:  \"ana\"",

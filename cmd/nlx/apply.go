@@ -118,7 +118,8 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	}
 	defer db.Close()
 	effects := &host.Effects{WorkspaceRoot: host.DefaultWorkspaceRoot(db.Path()),
-		SkillRoot: host.DefaultSkillRoot(db.Path()), ConfigDir: configDir, Owner: host.ProviderUser}
+		CredentialRoot: host.DefaultCredentialRoot(db.Path()),
+		SkillRoot:      host.DefaultSkillRoot(db.Path()), ConfigDir: configDir, Owner: host.ProviderUser}
 	defer effects.Close()
 	store, err := a.imageStore()
 	if err != nil {

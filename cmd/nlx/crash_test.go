@@ -119,9 +119,29 @@ func (h *testHost) effectsLog() map[string]int {
 	return n
 }
 
+// credentialHomes are the example's connections' credential homes, under
+// the default credential root beside the state.
+var credentialHomes = map[string]string{
+	"connection.platform-codex": "platform/codex",
+	"connection.alice-claude":   "alice/claude",
+	"connection.bob-codex":      "bob/codex",
+}
+
+// effectDone reports whether the effect of the change at address is on
+// the host: the workspace's directory, the connection's credential home.
+func (h *testHost) effectDone(address string) bool {
+	p := filepath.Join(h.root, strings.TrimPrefix(address, "workspace."))
+	if home, ok := credentialHomes[address]; ok {
+		p = filepath.Join(filepath.Dir(h.state), "credentials", home)
+	}
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // TestCrashAtEveryJournalStep kills nlx with SIGKILL at every journal step
-// of an apply of the example (17 changes, three with an effect: the
-// workspaces' directories) and checks what is left each time.
+// of an apply of the example (17 changes, eight with an effect: the
+// workspaces' directories, the connections' credential homes and the
+// skills' packages) and checks what is left each time.
 func TestCrashAtEveryJournalStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills many processes")
@@ -259,7 +279,7 @@ func (h *testHost) checkAfterCrash(point string) {
 		// An operator looks at the host and says what happened.
 		for _, a := range unknownNow {
 			outcome := "not-applied"
-			if _, err := os.Stat(filepath.Join(h.root, strings.TrimPrefix(a, "workspace."))); err == nil {
+			if h.effectDone(a) {
 				outcome = "applied"
 			}
 			h.must(0, "resolve", a, "--outcome", outcome, "--actor", "alice", "--reason", "checked the host")
@@ -276,6 +296,15 @@ func (h *testHost) checkAfterCrash(point string) {
 		}
 		if n := h.effectsLog()["workspace."+w]; n > 1 {
 			t.Errorf("workspace.%s was made %d times: an effect was replayed", w, n)
+		}
+	}
+	// Every connection has its credential home, made exactly once too.
+	for a := range credentialHomes {
+		if !h.effectDone(a) {
+			t.Errorf("%s has no credential home", a)
+		}
+		if n := h.effectsLog()[a]; n > 1 {
+			t.Errorf("%s's home was made %d times: an effect was replayed", a, n)
 		}
 	}
 }

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/nlx-dev/nlx/host"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/launch"
+	"github.com/nlx-dev/nlx/reconcile"
+	"github.com/nlx-dev/nlx/state"
 	"github.com/spf13/cobra"
 )
 
@@ -19,19 +25,36 @@ func newDoctorCmd(a *app) *cobra.Command {
 		Long: `Doctor checks namespaces, bubblewrap and runc (present and working), the
 cgroup mode and its memory, pids and cpu controllers, and the architecture,
 and says how to fix each gap. It exits 0 only when a provider can be
-launched safely.`,
+launched safely.
+
+It then lists the applied connections (read from the state, read-only)
+whose credential home is missing, empty (the provider is not signed in),
+unsafe or unreadable, with the command that signs the provider in
+(CODEX_HOME=HOME codex login, CLAUDE_CONFIG_DIR=HOME claude). These are
+reported, not gaps of the host: they never change the exit status.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r := isolate.Doctor(cmd.Context())
-			r.Findings = append(r.Findings, providerUserFinding())
+			user := providerUserFinding()
+			r.Findings = append(r.Findings, user)
+			homes, homesErr := a.credentialHomes(cmd.Context())
+			doc := map[string]any{"can_launch": r.CanLaunch(), "report": r, "credential_homes": homes}
+			if homesErr != nil {
+				doc["credential_homes_error"] = homesErr.Error()
+			}
 			if err := a.view.Render(document{
 				Version: versionDoctor,
-				JSON:    map[string]any{"can_launch": r.CanLaunch(), "report": r},
-				Text:    func(w io.Writer) error { return printDoctor(w, r) },
+				JSON:    doc,
+				Text: func(w io.Writer) error {
+					if err := printDoctor(w, r, user.OK); err != nil {
+						return err
+					}
+					return printHomes(w, homes, homesErr)
+				},
 			}); err != nil {
 				return err
 			}
-			if !r.CanLaunch() || !r.Findings[len(r.Findings)-1].OK {
+			if !r.CanLaunch() || !user.OK {
 				return reason.New(reason.CannotLaunch, "this host cannot launch a provider safely; fix the gaps above")
 			}
 			return nil
@@ -40,7 +63,7 @@ launched safely.`,
 	return cmd
 }
 
-func printDoctor(w io.Writer, r isolate.Report) error {
+func printDoctor(w io.Writer, r isolate.Report, userOK bool) error {
 	fmt.Fprintf(w, "architecture %s, kernel %s, cgroups %s\n\n", r.Arch, r.Kernel, r.CgroupMode)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, f := range r.Findings {
@@ -56,7 +79,7 @@ func printDoctor(w io.Writer, r isolate.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if r.CanLaunch() && r.Findings[len(r.Findings)-1].OK {
+	if r.CanLaunch() && userOK {
 		fmt.Fprintln(w, "\nA provider can be launched safely on this host.")
 	}
 	return nil
@@ -80,4 +103,81 @@ func providerUserFinding() isolate.Finding {
 		f.OK, f.Detail = true, fmt.Sprintf("providers run as %s (uid %d, gid %d)", o.Name, o.UID, o.GID)
 	}
 	return f
+}
+
+// credentialHomes lists the applied connections whose credential home
+// needs an operator (launch.Homes), from the state read read-only; none
+// where there is no state. An error reading the state is reported beside
+// the host's findings, never instead of them.
+func (a *app) credentialHomes(ctx context.Context) ([]launch.Home, error) {
+	homes := []launch.Home{}
+	statePath, err := a.resolveState()
+	if err != nil {
+		return homes, err
+	}
+	var snap *reconcile.Snapshot
+	err = a.readState(ctx, func(db *state.DB) error {
+		var err error
+		snap, err = db.Snapshot(ctx)
+		return err
+	})
+	if errors.Is(err, state.ErrNoState) {
+		return homes, nil
+	}
+	if err != nil {
+		return homes, err
+	}
+	paths, err := launch.HostFor(statePath)
+	if err != nil {
+		return homes, err
+	}
+	owner := ""
+	if os.Geteuid() == 0 {
+		owner = host.ProviderUserName()
+		if o, err := host.FindProviderUser(); err == nil && o != nil {
+			owner = fmt.Sprintf("%d:%d", o.UID, o.GID)
+		} else if !strings.Contains(owner, ":") {
+			owner += ":" // the user's own group
+		}
+	}
+	if hs := launch.Homes(snap.Resources, paths.CredentialRoot, owner); hs != nil {
+		homes = hs
+	}
+	return homes, nil
+}
+
+// printHomes lists the credential homes that need an operator.
+func printHomes(w io.Writer, homes []launch.Home, err error) error {
+	if err != nil {
+		_, err = fmt.Fprintf(w, "\nCredential homes not checked: %v\n", err)
+		return err
+	}
+	if len(homes) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nCredential homes to attend to (reported only; they do not change doctor's exit status):\n")
+	for _, h := range homes {
+		what := map[host.HomeState]string{
+			host.HomeMissing: "missing: launches are refused (credential_home_missing)",
+			host.HomeEmpty:   "empty: not signed in",
+			host.HomeUnsafe:  "unsafe: launches are refused (credential_home_unsafe)",
+			host.HomeUnread:  "nlx could not read it",
+		}[h.State]
+		fmt.Fprintf(w, "  %s (provider %s) %s: %s\n", h.Connection, h.Provider, h.Dir, what)
+		if h.Detail != "" {
+			fmt.Fprintf(w, "      %s\n", h.Detail)
+		}
+		if h.Create != "" {
+			fmt.Fprintf(w, "      create: %s\n", h.Create)
+		}
+		if h.SignIn != "" {
+			fmt.Fprintf(w, "      sign in: %s\n", h.SignIn)
+			if h.SignInThen != "" {
+				fmt.Fprintf(w, "      (in it: %s)\n", h.SignInThen)
+			}
+		} else if h.State == host.HomeMissing || h.State == host.HomeEmpty {
+			fmt.Fprintf(w, "      sign in: with %s's own sign-in, its home at %s\n", h.Kind, h.Dir)
+		}
+	}
+	return nil
 }

@@ -48,7 +48,9 @@ missing), never as root, under every launch's seccomp filter.
 
 The workspace directory is $NLX_WORKSPACE_ROOT/W (default: workspaces/ beside
 the state; nlx apply creates it); credential homes live under
-$NLX_CREDENTIAL_ROOT (default: credentials/ beside the state); skill packages
+$NLX_CREDENTIAL_ROOT (default: credentials/ beside the state; nlx apply
+creates each connection's, and nlx doctor lists those not signed in; one
+that is gone is credential_home_missing); skill packages
 under $NLX_SKILL_ROOT (default: skills/ beside the state; nlx apply installs
 them).`,
 		Args:        cobra.MinimumNArgs(1),

@@ -88,6 +88,11 @@ const (
 	CannotLaunch         Code = "cannot_launch"
 	InvalidUsage         Code = "invalid_usage"
 	Failure              Code = "error"
+
+	// A launch's credential home that is not there; one that is there
+	// but a symlink, outside its root or no directory is
+	// CredentialHomeUnsafe.
+	CredentialHomeMissing Code = "credential_home_missing"
 )
 
 var table = []Entry{
@@ -165,7 +170,8 @@ var table = []Entry{
 	{LaunchStopped, ExitError, AreaLaunch, "nlx stop named a launch that has already stopped"},
 	{UnknownPolicy, ExitError, AreaLaunch, "the workspace's policy is not one nlx knows"},
 	{WorkspaceOutsideRoot, ExitError, AreaLaunch, "the workspace directory is not inside the workspace root"},
-	{CredentialHomeUnsafe, ExitError, AreaLaunch, "the credential home is a symlink, escapes its root, or cannot be opened"},
+	{CredentialHomeUnsafe, ExitError, AreaLaunch, "the credential home is a symlink, escapes its root, is not a directory, or cannot be opened"},
+	{CredentialHomeMissing, ExitError, AreaLaunch, "the connection's credential home, or the credential root, does not exist (nlx apply creates a connection's home; the message says how to make one by hand)"},
 	{BindSourceUnsafe, ExitError, AreaLaunch, "a directory the sandbox binds is writable by someone other than root along its path"},
 	{ProviderCannotReach, ExitError, AreaLaunch, "the provider user cannot reach a directory it must use"},
 	{InvalidRequest, ExitError, AreaLaunch, "a launch request nlx cannot compile into a spec"},
