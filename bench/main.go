@@ -72,6 +72,13 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 	}
 	switch only {
 	case "images":
+		cue, err := installCUE(ctx)
+		if err != nil {
+			return err
+		}
+		if err := warmPlanBench(ctx, work, nlx, cue, rounds); err != nil {
+			return err
+		}
 		return imageBench(ctx, work, nlx)
 	case "isolate":
 		return isolateBench(ctx, work, nlx)
@@ -140,6 +147,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 	fmt.Printf("\napply of 1,000 approved risky changes vs 1,000 without risk (medians of %d): %s, ratio %.2f (target <= 1.2) %s\n",
 		3*rounds, gatedDetail, gatedRatio, verdict(gatedRatio <= 1.2, "gated apply"))
 	fmt.Printf("\nmedians of %d rounds; apply peak RSS %.0f MiB; no-change plan peak RSS %.0f MiB\n", rounds, float64(a.rss)/1024, float64(p1.rss)/1024)
+	if err := warmPlanBench(ctx, work, nlx, cue, rounds); err != nil {
+		return err
+	}
 	if only == "reconcile" {
 		return nil
 	}

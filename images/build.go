@@ -5,14 +5,12 @@
 package images
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -62,6 +60,14 @@ type Input struct {
 	ConfigDir string                   // layer sources are relative to it; go builds run in it
 	Skills    map[string]*schema.Skill // the config's skills, for skills layers
 	Cache     *Cache
+	// Self is the source nlx layers build nlx from: a Go module's tree
+	// holding the nlx command in Main (the root package's nlx.Source).
+	Self fs.FS
+	// SelfEmbedded says Self is embedded in the running executable (as
+	// nlx.Source is): the executable's identity then stands for Self's
+	// content in the records of nlx layers, so that a build with nothing
+	// changed does not hash the source again.
+	SelfEmbedded bool
 	// Epoch is every mtime and created time (SOURCE_DATE_EPOCH, default 0).
 	Epoch time.Time
 	// Progress, if set, is told each step as it begins and ends: which
@@ -109,6 +115,9 @@ type Result struct {
 	Index     v1.ImageIndex    `json:"-"`
 	Digest    v1.Hash          `json:"digest"`
 	Platforms []PlatformResult `json:"platforms"`
+	// GoRuns counts the go commands the build ran: none when every Go
+	// and nlx layer was resolved from its record (gorecord.go).
+	GoRuns int `json:"-"`
 }
 
 // EpochFromEnv reads SOURCE_DATE_EPOCH (seconds); unset means 0.
@@ -143,6 +152,10 @@ func Build(ctx context.Context, in Input) (*Result, error) {
 	res := &Result{}
 	for _, p := range platforms {
 		img, pr, err := b.platformImage(ctx, p)
+		var cfgErrs schema.Errors
+		if errors.As(err, &cfgErrs) {
+			return nil, cfgErrs // positioned, naming the image and the platform
+		}
 		if err != nil {
 			return nil, fmt.Errorf("image %s for %s: %w", in.Name, p, err)
 		}
@@ -164,13 +177,18 @@ func Build(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", in.Name, err)
 	}
-	res.Index, res.Digest = idx, d
+	res.Index, res.Digest, res.GoRuns = idx, d, b.goRuns
 	return res, nil
 }
 
 type builder struct {
 	in   Input
 	root *os.Root // the config directory, once a layer reads from it
+
+	goRuns int         // go commands run
+	tool   *toolchain  // the go command's fingerprint, once a Go layer needs it
+	self   *selfSource // in.Self listed and hashed, once an nlx layer needs it
+	abs    string      // the config directory, absolute
 }
 
 // configRoot opens the config directory once: files and skills layers are
@@ -205,7 +223,12 @@ func (b *builder) platformImage(ctx context.Context, p v1.Platform) (v1.Image, *
 		b.in.step(Step{Platform: p.String(), Layer: what})
 		layer, source, cached, err := b.layer(ctx, l, p)
 		if err != nil {
+			err = b.positioned(i, l, err)
 			b.in.step(Step{Platform: p.String(), Layer: what, Done: true, Err: err})
+			var cfgErrs schema.Errors
+			if errors.As(err, &cfgErrs) {
+				return nil, nil, err
+			}
 			return nil, nil, fmt.Errorf("layer %d (%s): %w", i, source, err)
 		}
 		d, _ := layer.Digest()
@@ -374,8 +397,24 @@ func (b *builder) layer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.
 		source := "go " + l.Go + " (" + p.String() + ") -> " + l.Dest
 		layer, cached, err := b.goLayer(ctx, l, p)
 		return layer, source, cached, err
+	case l.Nlx != nil:
+		source := "nlx (" + p.String() + ") -> " + l.Dest
+		layer, cached, err := b.nlxLayer(ctx, l, p)
+		return layer, source, cached, err
 	}
-	return nil, "?", false, fmt.Errorf("a layer needs files, go or skills")
+	return nil, "?", false, fmt.Errorf("a layer needs files, go, skills or nlx")
+}
+
+// positioned turns a Go layer that cannot be built into a configuration
+// error at the layer's source field (images.NAME.layers[i].go or .nlx):
+// what to fix is that field, or the module around the config directory.
+func (b *builder) positioned(i int, l schema.Layer, err error) error {
+	var re *reason.Error
+	if !errors.As(err, &re) || re.Code != reason.GoBuild || (l.Go == "" && l.Nlx == nil) {
+		return err
+	}
+	return schema.Errors{{Pos: l.Pos, Path: fmt.Sprintf("images.%s.layers[%d].%s", b.in.Name, i, l.Source()),
+		Code: reason.GoBuild, Msg: re.Msg}}
 }
 
 // describeLayer names what layer l holds, for progress.
@@ -387,133 +426,8 @@ func describeLayer(l schema.Layer) string {
 		return "skills " + strings.Join(l.Skills, ",") + " -> " + l.Dest
 	case l.Go != "":
 		return "go " + l.Go + " -> " + l.Dest
+	case l.Nlx != nil:
+		return "nlx -> " + l.Dest
 	}
 	return "?"
-}
-
-// goLayer cross-compiles a Go package for p (CGO_ENABLED=0, -trimpath, no
-// build id, no VCS stamp) into a one-file layer. Its cache key covers the Go
-// version, the platform and every source the package is built from.
-func (b *builder) goLayer(ctx context.Context, l schema.Layer, p v1.Platform) (v1.Layer, bool, error) {
-	env := append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=")
-	if p.Architecture == "arm64" {
-		env = append(env, "GOARM64=v8.0")
-	}
-	k := newKey("go")
-	k.add(l.Go, l.Dest, p.String(), b.in.Epoch.String())
-	if err := goInputs(ctx, b.in.ConfigDir, env, l.Go, k); err != nil {
-		return nil, false, err
-	}
-	ks := k.String()
-	if layer, ok := b.in.Cache.lookup(ks); ok {
-		return layer, true, nil
-	}
-	if err := os.MkdirAll(b.in.Cache.Dir, 0o755); err != nil {
-		return nil, false, fmt.Errorf("layer cache: %w", err)
-	}
-	tmp, err := os.MkdirTemp(b.in.Cache.Dir, "go-")
-	if err != nil {
-		return nil, false, err
-	}
-	defer os.RemoveAll(tmp)
-	out := filepath.Join(tmp, "bin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", out, l.Go)
-	cmd.Dir, cmd.Env = b.in.ConfigDir, env
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, false, reason.New(reason.GoBuild, "go build %s for %s: %v\n%s", l.Go, p, err, msg)
-	}
-	content := newContent()
-	content.add(&entry{name: l.Dest, mode: 0o755, typ: '0', file: out})
-	layer, err := b.in.Cache.store(ks, func(w io.Writer) error { return writeTar(w, content.sorted(), b.in.Epoch) })
-	return layer, false, err
-}
-
-// goPackage is what go list says of one package.
-type goPackage struct {
-	ImportPath string
-	Dir        string
-	GoFiles    []string
-	EmbedFiles []string
-	Module     *struct {
-		Path    string
-		Version string
-		Main    bool
-		GoMod   string
-		Replace *struct {
-			Path    string
-			Version string
-		}
-	}
-}
-
-// goInputs adds to k everything a build of pkg reads: the go version, and
-// for every package it depends on either its module and version or, for the
-// main module and local replacements, its files' content.
-func goInputs(ctx context.Context, dir string, env []string, pkg string, k *key) error {
-	run := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir, cmd.Env = dir, env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, reason.New(reason.GoBuild, "go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return out, nil
-	}
-	version, err := run("env", "GOVERSION")
-	if err != nil {
-		return err
-	}
-	k.add(strings.TrimSpace(string(version)))
-	out, err := run("list", "-deps", "-json=ImportPath,Dir,GoFiles,EmbedFiles,Module", pkg)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	seenMod := map[string]bool{}
-	for dec.More() {
-		var p goPackage
-		if err := dec.Decode(&p); err != nil {
-			return fmt.Errorf("go list: %w", err)
-		}
-		k.add(p.ImportPath)
-		m := p.Module
-		switch {
-		case m == nil: // the standard library: the go version says it
-		case m.Main || (m.Replace != nil && m.Replace.Version == ""):
-			if m.GoMod != "" && !seenMod[m.GoMod] {
-				seenMod[m.GoMod] = true
-				if err := hashFiles(k, filepath.Dir(m.GoMod), "go.mod", "go.sum"); err != nil {
-					return err
-				}
-			}
-			if err := hashFiles(k, p.Dir, append(append([]string{}, p.GoFiles...), p.EmbedFiles...)...); err != nil {
-				return err
-			}
-		default:
-			v := m.Path + "@" + m.Version
-			if m.Replace != nil {
-				v += "=>" + m.Replace.Path + "@" + m.Replace.Version
-			}
-			k.add(v)
-		}
-	}
-	return nil
-}
-
-func hashFiles(k *key, dir string, files ...string) error {
-	c := newContent()
-	for _, f := range files {
-		p := filepath.Join(dir, f)
-		if _, err := os.Stat(p); err != nil {
-			if os.IsNotExist(err) {
-				k.add("missing", p)
-				continue
-			}
-			return err
-		}
-		c.add(&entry{name: filepath.ToSlash(p), typ: '0', file: p})
-	}
-	return k.content(c)
 }

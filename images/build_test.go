@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
+	"github.com/nlx-dev/nlx"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/internal/testtool"
@@ -37,15 +38,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sharedCache = filepath.Join(dir, "cache")
-	// Copies of the example live outside the module; a workspace file lets
-	// their go layers build the nlx module from anywhere.
-	repo, _ := filepath.Abs("..")
-	work := filepath.Join(dir, "go.work")
-	if err := os.WriteFile(work, []byte("go 1.26.8\n\nuse "+repo+"\n"), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("GOWORK", work)
+	// Copies of the example live outside the module, and need nothing
+	// around them: the example's image carries nlx by an nlx layer.
+	os.Setenv("GOWORK", "off")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -64,7 +59,7 @@ func buildExample(t *testing.T, dir, cache string) *Result {
 	t.Helper()
 	cfg := loadExample(t, dir)
 	res, err := Build(context.Background(), Input{Name: "pi-runtime", Image: cfg.Images["pi-runtime"], ConfigDir: dir,
-		Skills: cfg.Skills, Cache: &Cache{Dir: cache}, Epoch: time.Unix(0, 0).UTC()})
+		Skills: cfg.Skills, Cache: &Cache{Dir: cache}, Self: nlx.Source, SelfEmbedded: true, Epoch: time.Unix(0, 0).UTC()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"time"
@@ -25,8 +26,11 @@ const ()
 type Resolver struct {
 	Store     *Store
 	ConfigDir string
-	Epoch     time.Time
-	Progress  func(Step) // each build step, begun and ended
+	Self      fs.FS // the source nlx layers build from (Input.Self)
+	// SelfEmbedded: Self is embedded in the running executable (Input.SelfEmbedded).
+	SelfEmbedded bool
+	Epoch        time.Time
+	Progress     func(Step) // each build step, begun and ended
 }
 
 // Resolve returns a pin for every image a workspace of cfg uses.
@@ -61,12 +65,16 @@ func (r *Resolver) pin(ctx context.Context, cfg *schema.Config, n string, im *sc
 		return plan.ImagePin{Digest: d.String(), Ref: im.Ref}, nil
 	}
 	res, err := Build(ctx, Input{Name: n, Image: im, ConfigDir: r.ConfigDir, Skills: cfg.Skills,
-		Cache: r.Store.Cache(), Epoch: r.Epoch, Progress: r.Progress})
+		Cache: r.Store.Cache(), Self: r.Self, SelfEmbedded: r.SelfEmbedded, Epoch: r.Epoch, Progress: r.Progress})
 	if err != nil {
 		return plan.ImagePin{}, err
 	}
-	if err := r.Store.Put(res.Index, n); err != nil {
-		return plan.ImagePin{}, err
+	// A plan with nothing changed finds the store holding the index
+	// already, whole: nothing to write.
+	if cur, err := r.Store.Named(n); err != nil || cur != res.Digest || !r.Store.Has(res.Digest) {
+		if err := r.Store.Put(res.Index, n); err != nil {
+			return plan.ImagePin{}, err
+		}
 	}
 	return plan.ImagePin{Digest: res.Digest.String(), Registry: im.Registry}, nil
 }

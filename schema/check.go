@@ -72,7 +72,13 @@ func (l *loader) check(cfg *Config) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Images)) {
 		l.checkEnv(cfg.Images[name].Env, "images", name)
-		for i, layer := range cfg.Images[name].Layers {
+		for i := range cfg.Images[name].Layers {
+			layer := &cfg.Images[name].Layers[i]
+			// Building the layer can fail later (a Go package that does
+			// not build): it is positioned at the source field.
+			if src := layer.Source(); src != "" {
+				layer.Pos = l.pos(at("images", name, "layers", i, src))
+			}
 			for j, s := range layer.Skills {
 				if cfg.Skills[s] == nil {
 					l.addAt(at("images", name, "layers", i, "skills", j), reason.DanglingReference, "no skill %q", s)

@@ -19,7 +19,7 @@ import (
 
 // resultVersion starts every result: parent and child are the same binary,
 // but a mismatch must fail loudly, not decode garbage.
-const resultVersion = "nlx-load-result-2\n"
+const resultVersion = "nlx-load-result-3\n"
 
 const (
 	resultConfig = 'C' // a *Config
@@ -255,7 +255,14 @@ func (e *encoder) image(im *Image) {
 	e.str(im.Ref)
 	encStrings(e, im.Platforms)
 	e.str(im.Base)
-	encSlice(e, im.Layers, func(e *encoder, l Layer) { e.str(l.Files); e.str(l.Go); encStrings(e, l.Skills); e.str(l.Dest) })
+	encSlice(e, im.Layers, func(e *encoder, l Layer) {
+		e.str(l.Files)
+		e.str(l.Go)
+		encStrings(e, l.Skills)
+		e.bool(l.Nlx != nil)
+		e.str(l.Dest)
+		e.pos(l.Pos)
+	})
 	encStrings(e, im.Entrypoint)
 	encStrings(e, im.Cmd)
 	encStringMap(e, im.Env)
@@ -272,7 +279,12 @@ func (d *decoder) image(im *Image) {
 	im.Platforms = decStrings(d)
 	im.Base = d.str()
 	im.Layers = decSlice(d, func(d *decoder) Layer {
-		return Layer{Files: d.str(), Go: d.str(), Skills: decStrings(d), Dest: d.str()}
+		l := Layer{Files: d.str(), Go: d.str(), Skills: decStrings(d)}
+		if d.bool() {
+			l.Nlx = &NlxLayer{}
+		}
+		l.Dest, l.Pos = d.str(), d.pos()
+		return l
 	})
 	im.Entrypoint, im.Cmd = decStrings(d), decStrings(d)
 	im.Env = decStringMap(d)
@@ -451,11 +463,19 @@ func encodeResult(cfg *Config, err error) []byte {
 	return e.b
 }
 
+func (e *encoder) pos(p token.Position) {
+	e.str(p.Filename)
+	e.int(int64(p.Offset))
+	e.int(int64(p.Line))
+	e.int(int64(p.Column))
+}
+
+func (d *decoder) pos() token.Position {
+	return token.Position{Filename: d.str(), Offset: int(d.int()), Line: int(d.int()), Column: int(d.int())}
+}
+
 func encodeError(e *encoder, x *Error) {
-	e.str(x.Pos.Filename)
-	e.int(int64(x.Pos.Offset))
-	e.int(int64(x.Pos.Line))
-	e.int(int64(x.Pos.Column))
+	e.pos(x.Pos)
 	e.str(x.Path)
 	e.str(string(x.Code))
 	e.str(x.Msg)
@@ -466,7 +486,7 @@ func encodeError(e *encoder, x *Error) {
 
 func decodeError(d *decoder) *Error {
 	x := &Error{}
-	x.Pos = token.Position{Filename: d.str(), Offset: int(d.int()), Line: int(d.int()), Column: int(d.int())}
+	x.Pos = d.pos()
 	x.Path, x.Code, x.Msg = d.str(), reason.Code(d.str()), d.str()
 	x.labels = decStrings(d)
 	x.format, x.args = d.str(), decStrings(d)

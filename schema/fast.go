@@ -236,8 +236,8 @@ var configRule = object(
 		opt("platforms", listOf(1, enum("linux/arm64", "linux/amd64"))),
 		opt("base", func(v any) bool { return enum("scratch")(v) || match(reOCILayout, reDigestRef)(v) }),
 		opt("layers", listOf(0, all(
-			object(opt("files", str), opt("go", str), opt("skills", listOf(1, name)), req("dest", absPath)),
-			exactlyOne("files", "go", "skills"),
+			object(opt("files", str), opt("go", str), opt("skills", listOf(1, name)), opt("nlx", object()), req("dest", absPath)),
+			exactlyOne("files", "go", "skills", "nlx"),
 		))),
 		opt("entrypoint", listOf(0, str)),
 		opt("cmd", listOf(0, str)),

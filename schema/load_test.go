@@ -187,6 +187,16 @@ func TestBadConfigs(t *testing.T) {
 			code: reason.SchemaViolation, msg: "field not allowed", at: `workspaces.cue:"red"`, path: "workspaces.core.colour",
 		},
 		{
+			name:  "a layer with two sources",
+			edits: []edit{{"jobs.cue", "", "images: i: {platforms: [\"linux/amd64\"], base: \"scratch\", layers: [{nlx: {}, go: \"example.com/x\", dest: \"/x\"}]}\n"}},
+			code:  reason.SchemaViolation, msg: "matchN", at: `jobs.cue:{nlx`,
+		},
+		{
+			name:  "an nlx layer with a setting it does not have",
+			edits: []edit{{"jobs.cue", "", "images: i: {platforms: [\"linux/amd64\"], base: \"scratch\", layers: [{nlx: {version: \"v1\"}, dest: \"/x\"}]}\n"}},
+			code:  reason.SchemaViolation, msg: "field not allowed", at: `jobs.cue:"v1"`,
+		},
+		{
 			name:  "unknown top-level field",
 			edits: []edit{{"jobs.cue", "", "widgets: x: 1\n"}},
 			code:  reason.SchemaViolation, msg: "field not allowed", at: `jobs.cue:x: 1`,
@@ -475,7 +485,7 @@ func TestFastPathAgreesWithCUE(t *testing.T) {
 images: img: {
 	platforms: ["linux/amd64"]
 	base:      "scratch"
-	layers: [{files: "skills", dest: "/srv"}, {go: "example.com/cmd/x", dest: "/bin/x"}, {skills: ["team-notes"], dest: "/opt/skills"}]
+	layers: [{files: "skills", dest: "/srv"}, {go: "example.com/cmd/x", dest: "/bin/x"}, {skills: ["team-notes"], dest: "/opt/skills"}, {nlx: {}, dest: "/bin/nlx"}]
 	entrypoint: ["/bin/x"]
 	cmd: ["run"]
 	env: {A: "1"}
@@ -616,6 +626,60 @@ func TestRawSecretNeverShown(t *testing.T) {
 			}
 			if strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tt.shown) {
 				t.Errorf("the error shows the value: %v", err)
+			}
+		})
+	}
+}
+
+// TestLayerPositions: every image layer knows where its source field was
+// written, in process and through the budgeted child, for errors found when
+// the layer is built (images positions a Go package that does not build at
+// it).
+func TestLayerPositions(t *testing.T) {
+	dir := copyTree(t, "testdata/base")
+	if err := os.WriteFile(filepath.Join(dir, "images.cue"), []byte(`package base
+
+images: img: {
+	platforms: ["linux/amd64"]
+	base:      "scratch"
+	layers: [
+		{files: "skills", dest: "/srv"},
+		{go: "example.com/cmd/x", dest: "/bin/x"},
+		{skills: ["team-notes"], dest: "/opt/skills"},
+		{nlx: {}, dest: "/bin/nlx"},
+	]
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		source    string
+		line, col int
+	}{{"files", 7, 11}, {"go", 8, 8}, {"skills", 9, 12}, {"nlx", 10, 9}}
+	for _, load := range []struct {
+		name string
+		load func() (*Config, error)
+	}{
+		{"in process", func() (*Config, error) { return Load(context.Background(), dir) }},
+		{"budgeted", func() (*Config, error) { return LoadBudgeted(context.Background(), dir, DefaultBudget()) }},
+	} {
+		t.Run(load.name, func(t *testing.T) {
+			cfg, err := load.load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			layers := cfg.Images["img"].Layers
+			if len(layers) != len(want) {
+				t.Fatalf("%d layers", len(layers))
+			}
+			for i, w := range want {
+				l := layers[i]
+				if l.Source() != w.source || l.Pos.Filename != filepath.Join(dir, "images.cue") || l.Pos.Line != w.line || l.Pos.Column != w.col {
+					t.Errorf("layer %d: %s at %s, want %s at images.cue:%d:%d", i, l.Source(), l.Pos, w.source, w.line, w.col)
+				}
+			}
+			if layers[3].Nlx == nil {
+				t.Error("the nlx layer lost its nlx")
 			}
 		})
 	}

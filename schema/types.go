@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 
+	"cuelang.org/go/cue/token"
+
 	"github.com/nlx-dev/nlx/internal/bytesize"
 )
 
@@ -133,12 +135,37 @@ type Image struct {
 	Digest string `json:"digest,omitempty"`
 }
 
-// Layer is one image layer; exactly one of Files, Go and Skills is set.
+// Layer is one image layer; exactly one of Files, Go, Skills and Nlx is set.
 type Layer struct {
-	Files  string   `json:"files,omitempty"`
-	Go     string   `json:"go,omitempty"`
-	Skills []string `json:"skills,omitempty"`
-	Dest   string   `json:"dest"`
+	Files  string    `json:"files,omitempty"`
+	Go     string    `json:"go,omitempty"`
+	Skills []string  `json:"skills,omitempty"`
+	Nlx    *NlxLayer `json:"nlx,omitempty"`
+	Dest   string    `json:"dest"`
+
+	// Pos is where the layer's source field (files, go, skills or nlx) is
+	// written: errors found when the layer is built (a Go package that
+	// does not build) are positioned there. Not part of the spec.
+	Pos token.Position `json:"-"`
+}
+
+// NlxLayer is a layer holding this nlx (`nlx: {}`): the running nlx's own
+// source, cross-compiled per platform. It has no settings yet.
+type NlxLayer struct{}
+
+// Source names the layer's source field: "files", "go", "skills" or "nlx".
+func (l *Layer) Source() string {
+	switch {
+	case l.Files != "":
+		return "files"
+	case l.Go != "":
+		return "go"
+	case len(l.Skills) > 0:
+		return "skills"
+	case l.Nlx != nil:
+		return "nlx"
+	}
+	return ""
 }
 
 // Workspace is where a team's or a person's provider processes run.

@@ -62,18 +62,6 @@ func runMain(m *testing.M) int {
 	for i, v := range strings.Fields(string(out)) {
 		goEnv[[]string{"GOCACHE", "GOMODCACHE", "GOPATH"}[i]] = v
 	}
-	// Scripts copy the example out of the module; its go layer then builds
-	// the nlx module through a workspace file. One layer cache serves every
-	// script, so the example image is cross-compiled once per run.
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.work"), []byte("go 1.26.8\n\nuse "+repo+"\n"), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	return testtool.RunSwept(m)
 }
 
@@ -89,7 +77,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("NLX_ACTOR", "ci")
-			env.Setenv("GOWORK", filepath.Join(binDir, "go.work"))
+			// Scripts copy the example out of the module, as an operator
+			// starting a config repository would, and plan it there: no Go
+			// module or workspace around it (its image carries nlx by an
+			// nlx layer). One layer cache serves every script, so the
+			// example image is cross-compiled once per run.
+			env.Setenv("GOWORK", "off")
 			env.Setenv("NLX_IMAGE_CACHE", filepath.Join(binDir, "image-cache"))
 			for k, v := range goEnv {
 				env.Setenv(k, v) // scripts change HOME; the go command must not lose its caches

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx"
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/schema"
@@ -47,7 +48,7 @@ func buildImage(ctx context.Context, a *app, name, dir string) (*images.Result, 
 	}
 	prog := a.newProgress()
 	res, err := images.Build(ctx, images.Input{Name: name, Image: im, ConfigDir: dir, Skills: cfg.Skills,
-		Cache: store.Cache(), Epoch: epoch, Progress: prog.Step})
+		Cache: store.Cache(), Self: nlx.Source, SelfEmbedded: true, Epoch: epoch, Progress: prog.Step})
 	prog.Wait()
 	if err != nil {
 		return nil, err

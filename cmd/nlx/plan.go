@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx"
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/reconcile"
@@ -184,6 +185,6 @@ func resolveImages(ctx context.Context, a *app, cfg *schema.Config, dir string) 
 	}
 	prog := a.newProgress()
 	defer prog.Wait()
-	r := &images.Resolver{Store: store, ConfigDir: dir, Epoch: epoch, Progress: prog.Step}
+	r := &images.Resolver{Store: store, ConfigDir: dir, Self: nlx.Source, SelfEmbedded: true, Epoch: epoch, Progress: prog.Step}
 	return r.Resolve(ctx, cfg)
 }

@@ -148,7 +148,7 @@ var table = []Entry{
 
 	{UnknownImage, ExitError, AreaImage, "no images entry of that name"},
 	{UnpinnedBase, ExitError, AreaImage, "a registry base without a digest"},
-	{GoBuild, ExitError, AreaImage, "a Go package of an image layer did not build"},
+	{GoBuild, ExitError, AreaImage, "a Go or nlx layer of an image cannot be built: the config directory is in no Go module, the package is unknown or does not compile; reported at the layer's field"},
 	{ImageNotAvailable, ExitError, AreaImage, "the pinned digest is neither in the image store nor in a registry"},
 	{ImageRefMoved, ExitError, AreaImage, "a tag points elsewhere than when the plan was made"},
 	{AbsolutePath, ExitError, AreaImage, "a layer entry has an absolute name"},
