@@ -44,8 +44,8 @@ func goEnv(p v1.Platform, extra ...string) []string {
 // stamp, so that the same sources give the same binary anywhere.
 var goBuildArgs = []string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid="}
 
-// gocmd runs the go command in dir: its stdout, or a go_build error holding
-// what it said on stderr. Every run is counted (Result.GoRuns).
+// gocmd runs the go command in dir: its stdout, or a *goError. Every run
+// is counted (Result.GoRuns).
 func (b *builder) gocmd(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
 	b.goRuns++
 	cmd := exec.CommandContext(ctx, "go", args...)
@@ -54,9 +54,32 @@ func (b *builder) gocmd(ctx context.Context, dir string, env []string, args ...s
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, reason.New(reason.GoBuild, "go %s: %s", strings.Join(args, " "), goSaid(err, stderr.Bytes()))
+		return nil, &goError{args: args, said: goSaid(err, stderr.Bytes())}
 	}
 	return out, nil
+}
+
+// goError is a go command that failed, with what it said; it presents
+// itself as go_build.
+type goError struct {
+	args []string
+	said string
+}
+
+func (e *goError) Error() string { return "go " + strings.Join(e.args, " ") + ": " + e.said }
+
+func (e *goError) As(target any) bool {
+	return reason.Present(target, &reason.Error{Code: reason.GoBuild, Msg: e.Error()})
+}
+
+// goFailed rewrites a failed go command's error as go_build with msg and
+// what the command said; any other error is returned as it is.
+func goFailed(err error, format string, args ...any) error {
+	var ge *goError
+	if !errors.As(err, &ge) {
+		return err
+	}
+	return reason.New(reason.GoBuild, "%s: %s", fmt.Sprintf(format, args...), ge.said)
 }
 
 // goSaid is what a failed go command said, on one line (a positioned error
@@ -100,7 +123,7 @@ type goEnvInfo struct {
 func (b *builder) goEnvInfo(ctx context.Context, dir string, env []string) (goEnvInfo, error) {
 	out, err := b.gocmd(ctx, dir, env, "env", "-json", "GOVERSION", "GOEXPERIMENT", "GOFIPS140", "GOMOD", "GOWORK")
 	if err != nil {
-		return goEnvInfo{}, err
+		return goEnvInfo{}, goFailed(err, "go env for %s in %s", env2platform(env), dir)
 	}
 	var info goEnvInfo
 	if err := json.Unmarshal(out, &info); err != nil {
@@ -139,14 +162,14 @@ func (b *builder) goLayer(ctx context.Context, l schema.Layer, p v1.Platform) (v
 	}
 	layer, err := b.goBuild(ctx, b.in.ConfigDir, env, l.Go, l.Dest, ks, p)
 	if err != nil {
-		return nil, false, err
+		return nil, false, goFailed(err, "go build %s for %s", l.Go, p)
 	}
 	b.saveRecord(recName, rec, ks)
 	return layer, false, nil
 }
 
 // goBuild builds pkg in dir into a one-file layer at dest, stored under
-// the cache key ks.
+// the cache key ks; a failed build is a *goError.
 func (b *builder) goBuild(ctx context.Context, dir string, env []string, pkg, dest, ks string, p v1.Platform) (v1.Layer, error) {
 	if err := os.MkdirAll(b.in.Cache.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("layer cache: %w", err)
@@ -159,10 +182,6 @@ func (b *builder) goBuild(ctx context.Context, dir string, env []string, pkg, de
 	out := filepath.Join(tmp, "bin")
 	args := append(slices.Clone(goBuildArgs), "-o", out, pkg)
 	if _, err := b.gocmd(ctx, dir, env, args...); err != nil {
-		var re *reason.Error
-		if errors.As(err, &re) {
-			return nil, reason.New(reason.GoBuild, "go build %s for %s: %s", pkg, p, strings.TrimPrefix(re.Msg, "go "+strings.Join(args, " ")+": "))
-		}
 		return nil, err
 	}
 	content := newContent()
@@ -216,15 +235,15 @@ func (b *builder) goInputs(ctx context.Context, env []string, pkg string, k *key
 	}
 	out, err := b.gocmd(ctx, dir, env, "list", "-deps", "-json=ImportPath,Dir,GoFiles,SFiles,HFiles,SysoFiles,EmbedFiles,Module", pkg)
 	if err != nil {
-		var re *reason.Error
-		if errors.As(err, &re) {
-			msg := fmt.Sprintf("go package %s cannot be built for %s in %s: %s", pkg, env2platform(env), dir, strings.TrimPrefix(re.Msg, "go list -deps -json=ImportPath,Dir,GoFiles,SFiles,HFiles,SysoFiles,EmbedFiles,Module "+pkg+": "))
-			if b.isSelf(pkg) {
-				msg += "; " + b.selfHint()
-			}
-			return reason.New(reason.GoBuild, "%s", msg)
+		var ge *goError
+		if !errors.As(err, &ge) {
+			return err
 		}
-		return err
+		msg := fmt.Sprintf("go package %s cannot be built for %s in %s: %s", pkg, env2platform(env), dir, ge.said)
+		if b.isSelf(pkg) {
+			msg += "; " + b.selfHint()
+		}
+		return reason.New(reason.GoBuild, "%s", msg)
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seenMod := map[string]bool{}
@@ -459,12 +478,7 @@ func (b *builder) nlxLayer(ctx context.Context, l schema.Layer, p v1.Platform) (
 	}
 	layer, err := b.goBuild(ctx, dir, env, selfMain, l.Dest, ks, p)
 	if err != nil {
-		var re *reason.Error
-		if errors.As(err, &re) && re.Code == reason.GoBuild {
-			return nil, false, reason.New(reason.GoBuild, "nlx (module %s) for %s: %s", src.module, p,
-				strings.TrimPrefix(re.Msg, "go build "+selfMain+" for "+p.String()+": "))
-		}
-		return nil, false, err
+		return nil, false, goFailed(err, "go build of nlx (module %s) for %s", src.module, p)
 	}
 	for _, n := range names {
 		b.saveRecord(n, rec, ks)

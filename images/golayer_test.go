@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,7 +98,8 @@ func TestGoLayerErrorsPositioned(t *testing.T) {
 		path  string
 		col   int
 		msg   []string
-		noSrc bool // the build is given no source for nlx layers
+		noSrc bool  // the build is given no source for nlx layers
+		self  fs.FS // the source for nlx layers, if not nlx's
 	}{
 		{
 			name:  "nlx's command from a config repository",
@@ -126,6 +128,16 @@ func TestGoLayerErrorsPositioned(t *testing.T) {
 			path:  "images.x.layers[0].nlx", col: 9,
 			msg: []string{"carries no source"}, noSrc: true,
 		},
+		{
+			name:  "an nlx source that does not compile",
+			files: map[string]string{"images.cue": image(`{nlx: {}, dest: "/usr/local/bin/nlx"}`)},
+			path:  "images.x.layers[0].nlx", col: 9,
+			msg: []string{"go build of nlx (module example.com/broken) for linux/amd64", "undefined: nope"},
+			self: fstest.MapFS{
+				"go.mod":          {Data: []byte("module example.com/broken\n\ngo 1.26\n")},
+				"cmd/nlx/main.go": {Data: []byte("package main\n\nfunc main() { nope() }\n")},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,6 +150,9 @@ func TestGoLayerErrorsPositioned(t *testing.T) {
 			in := Input{Name: "x", Image: cfg.Images["x"], ConfigDir: dir, Cache: &Cache{Dir: filepath.Join(t.TempDir(), "cache")}, Self: nlx.Source}
 			if tt.noSrc {
 				in.Self = nil
+			}
+			if tt.self != nil {
+				in.Self = tt.self
 			}
 			_, err = Build(context.Background(), in)
 			var errs schema.Errors
