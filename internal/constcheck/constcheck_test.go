@@ -39,7 +39,7 @@ var allowed = map[[2]string]string{
 	{"internal/reason/codes.go", "held"}:        "reason.Held, the launch refusal, not the resource status",
 	{"cmd/nlx/root.go", "unknown"}:              "the actor name when nothing names one",
 	{"cmd/nlx/state_list.go", "running"}:        "the state lock holder's liveness, shown to people",
-	{"images/build.go", "missing"}:              "a layer cache key's tag for an absent input file, not a credential home's state",
+	{"images/golayer.go", "missing"}:            "a layer cache key's tag for an absent input file, not a credential home's state",
 }
 
 // definition is where a concept's constant is defined.
