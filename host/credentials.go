@@ -86,17 +86,8 @@ func (h *Effects) makeCredentialHome(ctx context.Context, c *plan.Change) (strin
 	if err != nil {
 		return "", err
 	}
-	if err := makeDir(h.CredentialRoot, credentialDirMode); err != nil {
-		return "", fmt.Errorf("create credential root: %w", err)
-	}
-	root, err := os.OpenRoot(h.CredentialRoot)
+	root, err := h.credentialRoot(dir)
 	if err != nil {
-		return "", fmt.Errorf("open credential root: %w", err)
-	}
-	defer root.Close()
-	if fi, err := root.Stat("."); err != nil {
-		return "", fmt.Errorf("credential root: %w", err)
-	} else if err := foundDir(fi, h.CredentialRoot, dir, true); err != nil {
 		return "", err
 	}
 	parts := strings.Split(filepath.ToSlash(conn.CredentialHome), "/")
@@ -136,6 +127,30 @@ func (h *Effects) makeCredentialHome(ctx context.Context, c *plan.Change) (strin
 		}
 	}
 	return dir, nil
+}
+
+// credentialRoot opens the credential root, made and checked once per
+// apply: every home is made through that one handle.
+func (h *Effects) credentialRoot(home string) (*os.Root, error) {
+	if h.credRoot != nil {
+		return h.credRoot, nil
+	}
+	if err := makeDir(h.CredentialRoot, credentialDirMode); err != nil {
+		return nil, fmt.Errorf("create credential root: %w", err)
+	}
+	root, err := os.OpenRoot(h.CredentialRoot)
+	if err != nil {
+		return nil, fmt.Errorf("open credential root: %w", err)
+	}
+	if fi, err := root.Stat("."); err != nil {
+		root.Close()
+		return nil, fmt.Errorf("credential root: %w", err)
+	} else if err := foundDir(fi, h.CredentialRoot, home, true); err != nil {
+		root.Close()
+		return nil, err
+	}
+	h.credRoot = root
+	return root, nil
 }
 
 // foundDir accepts a directory found on the way to a credential home, as

@@ -43,11 +43,17 @@ type Effects struct {
 	Owner func(ctx context.Context) (*Owner, error)
 	Now   func() time.Time
 
-	log *os.File // the effects log, opened on the first effect
+	log      *os.File // the effects log, opened on the first effect
+	resolved *Owner   // Owner's answer, asked once per apply
+	credRoot *os.Root // the credential root, opened and checked at the first home
 }
 
 // Close closes the effects log.
 func (h *Effects) Close() error {
+	if h.credRoot != nil {
+		h.credRoot.Close()
+		h.credRoot = nil
+	}
 	if h.log == nil {
 		return nil
 	}
@@ -165,7 +171,14 @@ func (h *Effects) owner(ctx context.Context) (*Owner, error) {
 	if h.Owner == nil || os.Geteuid() != 0 {
 		return nil, nil
 	}
-	return h.Owner(ctx)
+	if h.resolved == nil {
+		o, err := h.Owner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.resolved = o
+	}
+	return h.resolved, nil
 }
 
 func (h *Effects) note(c *plan.Change, dir string) error {
