@@ -13,13 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nlx-dev/nlx/internal/reason"
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -40,27 +38,7 @@ func TestLayerFileSwapRace(t *testing.T) {
 	// The link waits outside the layer's tree, so the tree never lists it.
 	must(t, os.Symlink(secret, filepath.Join(cfg, "spare")))
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(cfg, "root", "f"), unix.AT_FDCWD, filepath.Join(cfg, "spare"), unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("exchange: %v", err)
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer testtool.Exchange(t, filepath.Join(cfg, "root", "f"), filepath.Join(cfg, "spare"))()
 
 	im := &schema.Image{Platforms: []string{"linux/amd64"}, Base: "scratch", Layers: []schema.Layer{{Files: "root", Dest: "/srv"}}}
 	built, refused := 0, 0

@@ -9,12 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/reason"
-	"golang.org/x/sys/unix"
+	"github.com/nlx-dev/nlx/internal/testtool"
 )
 
 // TestUnpackSwapRace: while Unpack writes d/f0000, d/f0001, ... another
@@ -37,27 +36,7 @@ func TestUnpackSwapRace(t *testing.T) {
 	}
 	img := imageOf(t, layerOf(t, entries...))
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(root, "d"), unix.AT_FDCWD, filepath.Join(root, "l"), unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("exchange: %v", err)
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer testtool.Exchange(t, filepath.Join(root, "d"), filepath.Join(root, "l"))()
 
 	refused, done, other := 0, 0, 0
 	deadline := time.Now().Add(2 * time.Second)

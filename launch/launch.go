@@ -27,19 +27,11 @@ import (
 // started.
 const ()
 
-// Status values of an applied resource, as Applied reports them: the
-// reconcile.ResourceStatus values the state holds.
-const (
-	StatusActive = string(reconcile.StatusActive)
-	StatusHeld   = string(reconcile.StatusHeld)
-)
-
 // Applied is the applied state as a launch reads it.
 type Applied interface {
-	// AppliedSpec returns the applied spec and status (StatusActive or
-	// StatusHeld) of the resource at address (kind.name); found is false
-	// when there is none.
-	AppliedSpec(ctx context.Context, address string) (spec []byte, status string, found bool, err error)
+	// AppliedSpec returns the applied spec and status of the resource at
+	// address (kind.name); found is false when there is none.
+	AppliedSpec(ctx context.Context, address string) (spec []byte, status reconcile.ResourceStatus, found bool, err error)
 }
 
 // Spec is a launch as a caller asks for it: the target and what to run.
@@ -218,9 +210,9 @@ func read(ctx context.Context, st Applied, kind schema.Kind, name string, v any)
 		return fmt.Errorf("read %s from the state: %w", addr, err)
 	case !found:
 		return refuse(reason.NotApplied, "%s is not in the applied state: plan and apply it first", addr)
-	case status == StatusHeld:
+	case status == reconcile.StatusHeld:
 		return refuse(reason.Held, "%s is held (an import under review): an admin's approved plan releases it", addr)
-	case status != StatusActive:
+	case status != reconcile.StatusActive:
 		return refuse(reason.InvalidAppliedSpec, "%s has status %q in the state", addr, status)
 	}
 	if err := json.Unmarshal(spec, v); err != nil {

@@ -10,13 +10,14 @@ import (
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
 )
 
 // res is one applied resource.
 type res struct {
 	spec   any
-	status string
+	status reconcile.ResourceStatus
 }
 
 // applied is an in-memory applied state.
@@ -24,7 +25,7 @@ type applied map[string]res
 
 var _ Applied = applied{}
 
-func (a applied) AppliedSpec(_ context.Context, address string) ([]byte, string, bool, error) {
+func (a applied) AppliedSpec(_ context.Context, address string) ([]byte, reconcile.ResourceStatus, bool, error) {
 	r, ok := a[address]
 	if !ok {
 		return nil, "", false, nil
@@ -41,17 +42,17 @@ func base() applied {
 	return applied{
 		"workspace.platform": {schema.Workspace{Team: "platform", Kind: "team", Policy: "workspace_write",
 			Limits: schema.Limits{Memory: "3Gi", CPU: 2, Pids: 512}, Skills: []string{"notes", "bobs"},
-			Network: schema.Network{Egress: "none"}, ImageDigest: "sha256:abc"}, StatusActive},
+			Network: schema.Network{Egress: "none"}, ImageDigest: "sha256:abc"}, reconcile.StatusActive},
 		"workspace.alice": {schema.Workspace{Team: "platform", Kind: "personal", Owner: "alice", Policy: "read_only",
-			Limits: schema.Limits{Memory: "1Gi", CPU: 1, Pids: 64}, Network: schema.Network{Egress: "full"}}, StatusActive},
+			Limits: schema.Limits{Memory: "1Gi", CPU: 1, Pids: 64}, Network: schema.Network{Egress: "full"}}, reconcile.StatusActive},
 		"connection.team": {schema.Connection{Owner: "alice", Scope: "team", Workspace: "platform", Provider: "codex",
-			CredentialHome: "platform/codex"}, StatusActive},
+			CredentialHome: "platform/codex"}, reconcile.StatusActive},
 		"connection.mine": {schema.Connection{Owner: "alice", Scope: "personal", Workspace: "platform", Provider: "codex",
-			CredentialHome: "alice/codex"}, StatusActive},
+			CredentialHome: "alice/codex"}, reconcile.StatusActive},
 		"provider.codex": {schema.Provider{Kind: "codex-app-server", Status: "enabled", Command: []string{"codex", "app-server"},
-			Env: map[string]string{"RUST_LOG": "warn"}}, StatusActive},
-		"skill.notes": {schema.Skill{Scope: "team", Digest: digest}, StatusActive},
-		"skill.bobs":  {schema.Skill{Scope: "personal", Owner: "bob", Digest: digest}, StatusActive},
+			Env: map[string]string{"RUST_LOG": "warn"}}, reconcile.StatusActive},
+		"skill.notes": {schema.Skill{Scope: "team", Digest: digest}, reconcile.StatusActive},
+		"skill.bobs":  {schema.Skill{Scope: "personal", Owner: "bob", Digest: digest}, reconcile.StatusActive},
 	}
 }
 
@@ -127,7 +128,7 @@ func TestResolveRefuses(t *testing.T) {
 		{"cpu of 0", func(a applied) { limits(a, func(l *schema.Limits) { l.CPU = 0 }) }, team, reason.InvalidAppliedSpec},
 		{"pids of 0", func(a applied) { limits(a, func(l *schema.Limits) { l.Pids = 0 }) }, team, reason.InvalidAppliedSpec},
 		{"skill digest not a digest", func(a applied) {
-			a["skill.notes"] = res{schema.Skill{Scope: "team", Digest: "sha256:../../etc"}, StatusActive}
+			a["skill.notes"] = res{schema.Skill{Scope: "team", Digest: "sha256:../../etc"}, reconcile.StatusActive}
 		}, team, reason.InvalidAppliedSpec},
 	}
 	for _, tt := range tests {
@@ -176,6 +177,6 @@ func TestResolveMemoryIsSchemas(t *testing.T) {
 
 func hold(a applied, address string) {
 	r := a[address]
-	r.status = StatusHeld
+	r.status = reconcile.StatusHeld
 	a[address] = r
 }

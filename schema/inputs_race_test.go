@@ -5,11 +5,10 @@ package schema
 import (
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/nlx-dev/nlx/internal/testtool"
 )
 
 // TestSkillFileSwapRace: while a skill package is read, another process
@@ -49,27 +48,7 @@ func TestSkillFileSwapRace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(pkg, "notes.md"), unix.AT_FDCWD, filepath.Join(cfg, "spare"), unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("exchange: %v", err)
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	defer testtool.Exchange(t, filepath.Join(pkg, "notes.md"), filepath.Join(cfg, "spare"))()
 
 	same, refused := 0, 0
 	deadline := time.Now().Add(2 * time.Second)

@@ -139,12 +139,12 @@ func (db *DB) Resource(ctx context.Context, address string) (*Row, error) {
 
 // AppliedSpec is the applied spec and status of the resource at address,
 // as launches read it (launch.Applied); found is false when there is none.
-func (db *DB) AppliedSpec(ctx context.Context, address string) (spec []byte, status string, found bool, err error) {
+func (db *DB) AppliedSpec(ctx context.Context, address string) (spec []byte, status reconcile.ResourceStatus, found bool, err error) {
 	r, err := db.Resource(ctx, address)
 	if err != nil || r == nil {
 		return nil, "", false, err
 	}
-	return r.Spec, string(r.Status), true, nil
+	return r.Spec, r.Status, true, nil
 }
 
 // Rows lists every resource with its bookkeeping, by address.

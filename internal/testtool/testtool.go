@@ -13,7 +13,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Packages maps each tool to the Debian package that has it; .ci/run
@@ -135,5 +138,33 @@ func removeTree(dir string) {
 	})
 	for i := len(dirs) - 1; i >= 0; i-- {
 		os.Remove(dirs[i])
+	}
+}
+
+// Exchange keeps exchanging the paths a and b (renameat2 RENAME_EXCHANGE,
+// atomic) in a goroutine until the returned stop is called: the race that
+// a check-then-use of either path loses. stop waits for the goroutine.
+func Exchange(t testing.TB, a, b string) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("exchange %s and %s: %v", a, b, err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
