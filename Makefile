@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin
 
-.PHONY: all build arm64 test check fuzz bench clean
+.PHONY: all build arm64 test check fuzz bench clean providers
 
 all: build
 
@@ -15,6 +15,15 @@ build:
 # The Raspberry Pi binary: pure Go, no cgo.
 arm64:
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -buildvcs=auto -trimpath -o $(BIN)/nlx-linux-arm64 ./cmd/nlx
+
+# The real provider programs the tests drive (Codex, Claude Code), from npm,
+# pinned by version and by the lockfile's integrity hashes, into the
+# git-ignored .providers/ (npm ci refuses a package whose hash differs).
+# Tests find them there, or on PATH.
+providers:
+	mkdir -p .providers
+	cp provider/npm/package.json provider/npm/package-lock.json .providers/
+	cd .providers && npm ci --no-audit --no-fund --loglevel=error
 
 # Every test, with the race detector; fuzz targets run their seed corpora.
 test:
@@ -42,4 +51,4 @@ bench:
 	$(GO) run ./bench
 
 clean:
-	rm -rf $(BIN) .bench
+	rm -rf $(BIN) .bench .providers

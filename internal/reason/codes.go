@@ -93,6 +93,28 @@ const (
 	// but a symlink, outside its root or no directory is
 	// CredentialHomeUnsafe.
 	CredentialHomeMissing Code = "credential_home_missing"
+
+	// Provider turns and their permission requests.
+	NoAdapter                   Code = "no_adapter"
+	ProviderNotFound            Code = "provider_not_found"
+	ProviderVersionMismatch     Code = "provider_version_mismatch"
+	SecretUnavailable           Code = "secret_unavailable"
+	NotAMember                  Code = "not_a_member"
+	MembershipRevoked           Code = "membership_revoked"
+	CredentialGenerationChanged Code = "credential_generation_changed"
+	ProviderRevoked             Code = "provider_revoked"
+	ResumeRejected              Code = "resume_rejected"
+	TurnCancelled               Code = "turn_cancelled"
+	TurnTimeout                 Code = "turn_timeout"
+	ProviderError               Code = "provider_error"
+	ProviderExited              Code = "provider_exited"
+	ProviderProtocol            Code = "provider_protocol"
+	PermissionRequired          Code = "permission_required"
+	NotADecider                 Code = "not_a_decider"
+	PermissionDecided           Code = "permission_decided"
+	NoSuchPermission            Code = "no_such_permission"
+	NoSuchTurn                  Code = "no_such_turn"
+	NoConversation              Code = "no_conversation"
 )
 
 var table = []Entry{
@@ -175,6 +197,27 @@ var table = []Entry{
 	{BindSourceUnsafe, ExitError, AreaLaunch, "a directory the sandbox binds is writable by someone other than root along its path"},
 	{ProviderCannotReach, ExitError, AreaLaunch, "the provider user cannot reach a directory it must use"},
 	{InvalidRequest, ExitError, AreaLaunch, "a launch request nlx cannot compile into a spec"},
+
+	{NoAdapter, ExitError, AreaTurn, "the connection's provider is of a kind nlx has no adapter for (opencode, acp)"},
+	{ProviderNotFound, ExitError, AreaTurn, "the provider's command is not an absolute path to a program, nor found on PATH, on this host"},
+	{ProviderVersionMismatch, ExitError, AreaTurn, "the provider program's version, probed in the sandbox, is outside its registration's constraint"},
+	{SecretUnavailable, ExitError, AreaTurn, "the connection's secret reference (env:, file:) cannot be read at launch; the value is never shown"},
+	{NotAMember, ExitError, AreaTurn, "the actor is not a member of the workspace in the applied state"},
+	{MembershipRevoked, ExitError, AreaTurn, "the actor stopped being a member of the workspace while the turn ran: the turn was interrupted"},
+	{CredentialGenerationChanged, ExitError, AreaTurn, "the connection's generation changed (or it was removed) while the turn ran: the turn was interrupted"},
+	{ProviderRevoked, ExitError, AreaTurn, "the provider was disabled or removed while the turn ran: the turn was interrupted"},
+	{ResumeRejected, ExitError, AreaTurn, "the provider refused the conversation's stored session handle (the turn falls back to nlx's summary and says so)"},
+	{TurnCancelled, ExitError, AreaTurn, "the turn was cancelled (Ctrl-C, SIGTERM): the provider was interrupted"},
+	{TurnTimeout, ExitError, AreaTurn, "the provider sent nothing for the idle timeout, or the turn ran past its timeout: it was interrupted"},
+	{ProviderError, ExitError, AreaTurn, "the provider reported a failed turn (the model's error, a disconnect); the message is the provider's"},
+	{ProviderExited, ExitError, AreaTurn, "the provider program exited before it ended the turn"},
+	{ProviderProtocol, ExitError, AreaTurn, "the provider sent what its protocol does not allow there"},
+	{PermissionRequired, ExitApproval, AreaTurn, "the provider asked for a permission nobody granted (no one may be asked, or the request timed out): it was denied and the turn ended blocked"},
+	{NotADecider, ExitApproval, AreaTurn, "the actor may not decide this permission request (the turn's actor decides in a personal workspace, an admin in a team one)"},
+	{PermissionDecided, ExitError, AreaTurn, "the permission request was already decided (or timed out)"},
+	{NoSuchPermission, ExitError, AreaTurn, "no permission request with that id"},
+	{NoSuchTurn, ExitError, AreaTurn, "no turn with that id"},
+	{NoConversation, ExitError, AreaTurn, "--resume named a conversation that has no session yet"},
 
 	{NoBackend, ExitError, AreaHost, "neither bubblewrap nor runc can enforce the sandbox here (nlx doctor says why)"},
 	{CgroupMemory, ExitError, AreaHost, "the cgroup memory controller is not available (on a Raspberry Pi: cgroup_enable=memory)"},

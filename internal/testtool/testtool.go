@@ -168,3 +168,56 @@ func Exchange(t testing.TB, a, b string) (stop func()) {
 		wg.Wait()
 	}
 }
+
+// Providers maps each real provider program the tests drive to the npm
+// package that has it; `make providers` installs exactly these, pinned by
+// provider/npm's lockfile, and .ci/run runs it.
+var Providers = map[string]string{
+	"codex":  "@openai/codex",
+	"claude": "@anthropic-ai/claude-code",
+}
+
+// NeedProvider returns the absolute path of a provider program: the one
+// `make providers` installed in the module's .providers/, else one on
+// PATH. It skips t where neither is (fails it under CI=true).
+func NeedProvider(t testing.TB, name string) string {
+	t.Helper()
+	pkg := Providers[name]
+	if pkg == "" {
+		t.Fatalf("testtool: %s is not a provider `make providers` installs; add it to Providers and provider/npm", name)
+	}
+	if root, err := moduleRoot(); err == nil {
+		p := filepath.Join(root, ".providers", "node_modules", ".bin", name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	if InCI() {
+		t.Fatalf("%s (npm %s) is not installed under CI=true: .ci/run runs `make providers`", name, pkg)
+	}
+	t.Skipf("%s (npm %s) is not installed: run `make providers`", name, pkg)
+	return ""
+}
+
+// moduleRoot is the directory of the go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
