@@ -195,6 +195,10 @@ func compile(req Request) (*specs.Spec, handles, error) {
 			s.Mounts = append(s.Mounts, bind(sk.Dir, dst, true))
 			keep(dst, r.take(&r.skillFs[i]))
 		}
+		for i, dir := range r.programs {
+			s.Mounts = append(s.Mounts, bind(dir, dir, true))
+			keep(dir, r.take(&r.programFs[i]))
+		}
 	}
 	s.Process.Env = environment(req, r)
 	return s, h, nil
@@ -305,6 +309,8 @@ type resolved struct {
 	// The handles the paths above were read from (see open.go).
 	workspaceF, credHomeF, rootfsF, resolvConfF *os.File
 	skillFs                                     []*os.File
+	programs                                    []string
+	programFs                                   []*os.File
 }
 
 // protectedMount is a read-only path inside the workspace (dst, as the
@@ -326,7 +332,7 @@ func (r *resolved) close() {
 	if r == nil {
 		return
 	}
-	for _, f := range append([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF}, r.skillFs...) {
+	for _, f := range slices.Concat([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF}, r.skillFs, r.programFs) {
 		if f != nil {
 			f.Close()
 		}
@@ -398,10 +404,14 @@ func check(req Request) (*resolved, error) {
 			return nil, refuse(reason.InvalidRequest, "image root: %v", err)
 		}
 	}
+	if r.programs, r.programFs, err = checkPrograms(req, credRoot, r.workspace); err != nil {
+		return nil, err
+	}
 	bound := []string{r.workspace, r.credHome, r.rootfs}
 	for _, sk := range r.skills {
 		bound = append(bound, sk.Dir)
 	}
+	bound = append(bound, r.programs...)
 	for _, p := range bound {
 		if p == "" {
 			continue
@@ -682,6 +692,49 @@ func checkSkills(skills []SkillMount, credRoot string) (_ []SkillMount, files []
 			return nil, files, refuse(reason.CredentialHomeUnsafe, "skill %s directory %s overlaps the credential root %s", sk.Name, dir, credRoot)
 		}
 		out = append(out, SkillMount{Name: sk.Name, Dir: dir})
+	}
+	return out, files, nil
+}
+
+// checkPrograms opens the program directories of req: absolute, outside
+// the credential root and the workspace (a provider must not be able to
+// rewrite the program it runs), never with an image root.
+func checkPrograms(req Request, credRoot, workspace string) (_ []string, files []*os.File, err error) {
+	defer func() {
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			files = nil
+		}
+	}()
+	if len(req.Programs) > 0 && (req.RootFS != "" || req.Policy == DangerFullAccess) {
+		return nil, nil, refuse(reason.InvalidRequest, "program directories are bound into a host view only: an image carries its programs, danger_full_access sees the host's")
+	}
+	var out []string
+	for _, p := range req.Programs {
+		if !filepath.IsAbs(p) {
+			return nil, files, refuse(reason.InvalidRequest, "program directory %q must be absolute", p)
+		}
+		dir, f, err := checkDir(p)
+		if err != nil {
+			return nil, files, refuse(reason.InvalidRequest, "program directory: %v", err)
+		}
+		files = append(files, f)
+		switch {
+		case credRoot != "" && overlaps(credRoot, dir):
+			return nil, files, refuse(reason.CredentialHomeUnsafe, "program directory %s overlaps the credential root %s", dir, credRoot)
+		case overlaps(workspace, dir):
+			return nil, files, refuse(reason.InvalidRequest, "program directory %s overlaps the workspace %s, which the provider may write", dir, workspace)
+		case slices.Contains(out, dir):
+			continue
+		case dir == "/" || slices.ContainsFunc(systemDirs, func(d string) bool { return d == dir || strictlyInside(d, dir) }):
+			// Already visible read-only.
+			f.Close()
+			files = files[:len(files)-1]
+			continue
+		}
+		out = append(out, dir)
 	}
 	return out, files, nil
 }

@@ -86,6 +86,12 @@ type Request struct {
 	// filtered by team and owner), mounted read-only under SkillsPath.
 	Skills []SkillMount
 
+	// Programs are directories holding the program that runs (a
+	// provider's installation: its npm package tree), bound read-only at
+	// their own paths so the command's absolute path works inside. Only
+	// without RootFS: an image carries its own programs.
+	Programs []string
+
 	Limits Limits
 
 	// Command is what runs, resolved against the sandbox's PATH.
