@@ -30,6 +30,10 @@ var concepts = []struct{ dir, typ string }{
 	{"state", "ApplyStatus"},
 	{"state", "ProcessStatus"},
 	{"host", "HomeState"},
+	{"state", "TurnStatus"},
+	{"state", "PermissionStatus"},
+	{"provider", "Status"},
+	{"provider", "ToolStatus"},
 }
 
 // allowed are the bare literals that stay, by file and value: each is
