@@ -102,6 +102,12 @@ type Launch struct {
 	ImageDigest string
 	Provider    string // the connection's provider
 	ProviderCmd []string
+
+	// The applied specs the launch was resolved from, for the turn's
+	// binding and its revalidation.
+	WorkspaceSpec  schema.Workspace
+	ConnectionSpec schema.Connection
+	ProviderSpec   schema.Provider
 }
 
 func refuse(code reason.Code, format string, args ...any) *reason.Error {
@@ -149,9 +155,12 @@ func Resolve(ctx context.Context, st Applied, host Host, t Target) (*Launch, err
 		return nil, refuse(reason.InvalidAppliedSpec, "workspace %s: cpu %v and pids %d must both be positive limits", t.Workspace, w.Limits.CPU, w.Limits.Pids)
 	}
 	l := &Launch{
-		ImageDigest: w.ImageDigest,
-		Provider:    c.Provider,
-		ProviderCmd: slices.Clone(p.Command),
+		ImageDigest:    w.ImageDigest,
+		Provider:       c.Provider,
+		ProviderCmd:    slices.Clone(p.Command),
+		WorkspaceSpec:  w,
+		ConnectionSpec: c,
+		ProviderSpec:   p,
 		Request: isolate.Request{
 			Workspace:      t.Workspace,
 			WorkspaceRoot:  host.WorkspaceRoot,
@@ -226,4 +235,12 @@ func orDisabled(status string) string {
 		return "disabled"
 	}
 	return status
+}
+
+// AppliedConnection reads the applied connection name, refusing one that
+// is not applied or is held.
+func AppliedConnection(ctx context.Context, st Applied, name string) (schema.Connection, error) {
+	var c schema.Connection
+	err := read(ctx, st, schema.KindConnection, name, &c)
+	return c, err
 }

@@ -1,0 +1,517 @@
+// Package turn runs one provider turn from the applied state: it binds the
+// turn (actor, connection, credential owner, provider, billing,
+// generation, policy, launch) and records the binding before anything
+// starts, launches the provider's real program in the workspace's sandbox
+// through package launch, drives it with its adapter (package provider),
+// routes its permission requests to the person who may decide them,
+// revalidates the binding while it runs, and records the result. It never
+// reads a config directory.
+package turn
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	version "github.com/hashicorp/go-version"
+
+	"github.com/nlx-dev/nlx/internal/reason"
+	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/launch"
+	"github.com/nlx-dev/nlx/provider"
+	"github.com/nlx-dev/nlx/reconcile"
+	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
+)
+
+// DefaultConversation is the conversation a turn continues when it names
+// none.
+const DefaultConversation = "default"
+
+// DefaultRevalidate is how often a running turn's binding is checked
+// against the applied state.
+const DefaultRevalidate = 5 * time.Second
+
+// Request is a turn as an operator (nlx turn) or the scheduler asks for
+// it.
+type Request struct {
+	Workspace  string
+	Connection string
+	Actor      string
+	// Conversation names the conversation (default "default"); Resume
+	// continues its native session.
+	Conversation string
+	Resume       bool
+	// Fallback is a connection of the same workspace to run on when
+	// Connection's provider is disabled (a job's fallbackConnection).
+	Fallback string
+	Prompt   string
+
+	// Ask, when set, asks the person at the terminal (the actor) to decide
+	// a permission request; answered is false when they did not.
+	Ask func(ctx context.Context, p provider.Permission) (allow, answered bool)
+	// PermissionWait is how long a permission request waits for a
+	// decision (nlx permissions allow|deny, or Ask). Zero: a
+	// non-interactive turn, which never widens: the request is denied at
+	// once and the turn ends blocked (permission_required).
+	PermissionWait time.Duration
+	// IdleTimeout interrupts a turn whose provider sends nothing for that
+	// long (waits for a permission decision excepted); Timeout bounds the
+	// whole turn. Zero is no limit.
+	IdleTimeout time.Duration
+	Timeout     time.Duration
+	// Revalidate is how often the binding is checked while the turn runs
+	// (DefaultRevalidate when zero); it is also checked after every
+	// permission decision.
+	Revalidate time.Duration
+
+	// HostEnv is nlx's environment: the secret's env: references and the
+	// PATH the provider's command is found on are read from it, and the
+	// sandbox's allowlist filters it.
+	HostEnv []string
+	Backend isolate.Backend
+}
+
+// Runner runs turns against one state.
+type Runner struct {
+	DB       *state.DB
+	Host     launch.Host
+	Adapters map[provider.Kind]provider.Adapter
+}
+
+// Outcome is a turn that ran.
+type Outcome struct {
+	TurnID string
+	Result provider.Result
+}
+
+// Err is the outcome as the error a command exits with: nil for a
+// completed turn, else a reason error with the result's code.
+func (o *Outcome) Err() error {
+	r := o.Result
+	if r.Status == provider.StatusCompleted {
+		return nil
+	}
+	code, msg := reason.ProviderError, string(r.Status)
+	if r.Error != nil {
+		code, msg = r.Error.Code, r.Error.Message
+	}
+	return reason.New(code, "turn %s %s: %s", o.TurnID, r.Status, msg)
+}
+
+// binding is everything a turn was resolved to before it launches.
+type binding struct {
+	launch     *launch.Launch
+	adapter    provider.Adapter
+	program    *launch.Program
+	version    string
+	connection string // the effective connection
+	requested  string // the requested provider
+	fallback   string // why the effective provider is not the requested one
+	redact     *Redactor
+	conv       state.ConversationRow
+	hasConv    bool
+}
+
+// Run runs one turn and returns its outcome. A refusal (not applied, held,
+// a disabled provider without a fallback, a version outside the
+// constraint, an actor who is no member, ...) is an error and nothing was
+// launched. emit receives every event, redacted, the result last.
+func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)) (*Outcome, error) {
+	if req.Conversation == "" {
+		req.Conversation = DefaultConversation
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return nil, reason.New(reason.InvalidUsage, "the prompt is empty")
+	}
+	b, err := r.bind(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	l := b.launch
+	t := provider.Turn{Prompt: req.Prompt, Cwd: isolate.WorkspacePath, Policy: provider.Policy(l.WorkspaceSpec.Policy)}
+	note := ""
+	if req.Resume {
+		switch {
+		case !b.hasConv || (b.conv.Handle == "" && b.conv.Summary == ""):
+			return nil, reason.New(reason.NoConversation, "conversation %s of %s/%s has no session to resume yet: run a turn without --resume first",
+				req.Conversation, req.Workspace, req.Connection)
+		case b.conv.Provider != l.Provider || b.conv.Handle == "":
+			t.Prompt, note = withSummary(b.conv.Summary, req.Prompt), fmt.Sprintf(
+				"the conversation's session belongs to provider %s, not %s: continued from nlx's summary", b.conv.Provider, l.Provider)
+		default:
+			t.Resume = b.conv.Handle
+		}
+	}
+	id := newID()
+	launchID := "turn-" + id
+	c := l.ConnectionSpec
+	row := state.TurnRow{ID: id, Workspace: req.Workspace, Connection: b.connection, Conversation: req.Conversation,
+		Actor: req.Actor, CredentialOwner: c.Owner, RequestedProvider: b.requested, EffectiveProvider: l.Provider,
+		FallbackReason: b.fallback, Billing: c.Billing, Generation: c.Generation, Policy: l.WorkspaceSpec.Policy,
+		ProviderVersion: b.version, LaunchID: launchID}
+	if err := r.DB.BeginTurn(ctx, row); err != nil {
+		return nil, err
+	}
+	h := &handler{r: r, req: req, b: b, turnID: id, emit: emit}
+	if b.fallback != "" {
+		h.event(provider.Event{Type: provider.EventNote, Text: "provider " + b.requested + " is disabled: running on " + l.Provider + " (connection " + b.connection + ")"})
+	}
+	if note != "" {
+		h.event(provider.Event{Type: provider.EventNote, Text: note})
+	}
+	res, err := r.drive(ctx, b, t, launchID, h)
+	if errors.Is(err, provider.ErrResumeRejected) {
+		note = "the provider rejected the stored session: continued from nlx's summary"
+		h.event(provider.Event{Type: provider.EventNote, Text: note})
+		t.Resume, t.Prompt = "", withSummary(b.conv.Summary, req.Prompt)
+		launchID += "-2"
+		if err := r.DB.SetTurnLaunch(ctx, id, launchID); err != nil {
+			return nil, err
+		}
+		res, err = r.drive(ctx, b, t, launchID, h)
+	}
+	if err != nil {
+		res = provider.Result{Status: provider.StatusFailed, Error: &provider.Error{Code: reason.CodeOf(err), Message: err.Error()}}
+	}
+	if h.blockedBy() != nil && res.Status != provider.StatusInterrupted {
+		res.Status, res.Error = provider.StatusBlocked, h.blockedBy()
+	}
+	res.Note = joinNote(res.Note, note)
+	if res.Session == "" {
+		res.Session = h.sessionID()
+	}
+	res = b.redact.Result(res)
+	bg := context.WithoutCancel(ctx)
+	if err := r.end(bg, id, res, h); err != nil {
+		return nil, err
+	}
+	if err := r.saveConversation(bg, req, b, res); err != nil {
+		return nil, err
+	}
+	out := res
+	emit(provider.Event{Type: provider.EventResult, Result: &out})
+	return &Outcome{TurnID: id, Result: res}, nil
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+func (r *Runner) end(ctx context.Context, id string, res provider.Result, h *handler) error {
+	usage, err := json.Marshal(res.Usage)
+	if err != nil {
+		return fmt.Errorf("turn %s: usage: %w", id, err)
+	}
+	e := state.TurnEnd{Status: state.TurnStatus(res.Status), Result: res.Text, Note: res.Note, Usage: string(usage),
+		Stale: h.b.redact.String(h.staleText())}
+	if res.Error != nil {
+		e.ErrorCode, e.ErrorMessage = string(res.Error.Code), res.Error.Message
+	}
+	return r.DB.EndTurn(ctx, id, e)
+}
+
+// maxSummary bounds nlx's summary of a conversation: the latest exchanges
+// are kept.
+const maxSummary = 16 << 10
+
+func (r *Runner) saveConversation(ctx context.Context, req Request, b *binding, res provider.Result) error {
+	summary := b.conv.Summary
+	if !req.Resume {
+		summary = "" // a new conversation starts afresh
+	}
+	if res.Text != "" {
+		summary += "user: " + b.redact.String(req.Prompt) + "\nassistant: " + res.Text + "\n\n"
+	}
+	if len(summary) > maxSummary {
+		summary = summary[len(summary)-maxSummary:]
+		if i := strings.Index(summary, "\n\n"); i >= 0 {
+			summary = summary[i+2:]
+		}
+	}
+	handle := res.Session
+	if handle == "" && req.Resume {
+		handle = b.conv.Handle
+	}
+	return r.DB.SaveConversation(ctx, state.ConversationRow{Workspace: req.Workspace, Connection: req.Connection,
+		Name: req.Conversation, Provider: b.launch.Provider, Handle: handle, Summary: summary})
+}
+
+// withSummary is the prompt of a turn that continues from nlx's summary
+// instead of the provider's own session.
+func withSummary(summary, prompt string) string {
+	if summary == "" {
+		return prompt
+	}
+	return "Earlier in this conversation (a summary kept by nlx; the provider's own session could not be resumed):\n\n" +
+		summary + "\nNow: " + prompt
+}
+
+// bind resolves the turn from the applied state: the launch (refusing what
+// is not applied, held or disabled, with the fallback connection where one
+// is named), the actor's membership, the adapter, the program, its version
+// and the secret.
+func (r *Runner) bind(ctx context.Context, req Request) (*binding, error) {
+	b := &binding{connection: req.Connection}
+	spec := launch.Spec{Target: launch.Target{Workspace: req.Workspace, Connection: req.Connection},
+		Command: []string{"/nonexistent"}, HostEnv: req.HostEnv, Backend: req.Backend}
+	l, err := launch.Prepare(ctx, r.DB, r.Host, spec)
+	if e := reason.Of(err); e != nil && (e.Code == reason.ProviderDisabled || e.Code == reason.ProviderFeatureOff) {
+		c, cerr := launch.AppliedConnection(ctx, r.DB, req.Connection)
+		if cerr != nil {
+			return nil, cerr
+		}
+		b.requested = c.Provider
+		if req.Fallback == "" {
+			return nil, reason.Wrap(reason.DisabledProvider, e, "connection %s names no fallback connection", req.Connection)
+		}
+		b.fallback = e.Msg
+		b.connection = req.Fallback
+		spec.Connection = req.Fallback
+		l, err = launch.Prepare(ctx, r.DB, r.Host, spec)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.launch = l
+	if b.requested == "" {
+		b.requested = l.Provider
+	}
+	if _, ok := l.WorkspaceSpec.Members[req.Actor]; !ok {
+		return nil, reason.New(reason.NotAMember, "actor %q is not a member of workspace %s in the applied state", req.Actor, req.Workspace)
+	}
+	kind := normalKind(l.ProviderSpec.Kind)
+	b.adapter = r.Adapters[kind]
+	if b.adapter == nil {
+		return nil, reason.New(reason.NoAdapter, "provider %s is of kind %s, which nlx cannot drive yet", l.Provider, l.ProviderSpec.Kind)
+	}
+	if len(l.ProviderCmd) == 0 {
+		return nil, reason.New(reason.InvalidAppliedSpec, "provider %s has no command", l.Provider)
+	}
+	if b.program, err = launch.FindProgram(l.ProviderCmd[0], launch.LookupPath(req.HostEnv)); err != nil {
+		return nil, err
+	}
+	secret := ""
+	if ref := l.ConnectionSpec.Secret; ref != "" {
+		if secret, err = launch.Secret(ref, req.HostEnv); err != nil {
+			return nil, err
+		}
+	}
+	home := ""
+	if l.Request.CredentialHome != "" {
+		home = l.Request.CredentialRoot + "/" + l.Request.CredentialHome
+	}
+	b.redact = NewRedactor(secret, home)
+	lr := &l.Request
+	lr.Programs = []string{b.program.Dir}
+	if secret != "" {
+		lr.Env[b.adapter.SecretEnv()] = secret
+	}
+	if b.version, err = r.probe(ctx, b); err != nil {
+		return nil, err
+	}
+	if b.conv, b.hasConv, err = r.DB.Conversation(ctx, req.Workspace, req.Connection, req.Conversation); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// normalKind maps the names a kind is also known by to the kind.
+func normalKind(k string) provider.Kind {
+	switch strings.ToLower(strings.TrimSpace(k)) {
+	case "codex", "codex-app-server", "codex_app_server":
+		return provider.KindCodex
+	case "claude", "claude-code", "claude_code":
+		return provider.KindClaude
+	}
+	return provider.Kind(k)
+}
+
+// probe returns the program's version, checked against the provider's
+// constraint: probed in the turn's own sandbox, once per program identity
+// (the state remembers it).
+func (r *Runner) probe(ctx context.Context, b *binding) (string, error) {
+	p := b.launch.ProviderSpec
+	c, err := version.NewConstraint(p.Version)
+	if err != nil {
+		return "", reason.New(reason.InvalidAppliedSpec, "provider %s: version constraint %q: %v", b.launch.Provider, p.Version, err)
+	}
+	v, found, err := r.DB.ProbedVersion(ctx, b.program.Path, b.program.Identity)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		req := b.launch.Request
+		req.Command = append([]string{b.program.Path}, b.adapter.VersionArgs()...)
+		var out bytes.Buffer
+		rec := launch.Recorder{DB: r.DB}
+		proc, err := isolate.Launch(ctx, req, isolate.Options{Recorder: rec, LaunchID: "probe-" + newID(), Stdout: &out, Stderr: &out})
+		if err != nil {
+			return "", err
+		}
+		ps, werr := proc.Wait(ctx)
+		if _, err := isolate.Stop(context.WithoutCancel(ctx), proc.Identity, time.Second, rec); err != nil {
+			return "", fmt.Errorf("stop the version probe of %s: %w", b.launch.Provider, err)
+		}
+		if werr != nil {
+			return "", werr
+		}
+		if !ps.Success() {
+			return "", reason.New(reason.ProviderNotFound, "provider %s: %s %s exited %d in the sandbox: %s", b.launch.Provider,
+				b.program.Path, strings.Join(b.adapter.VersionArgs(), " "), ps.ExitCode(), tail(b.redact.String(out.String()), 400))
+		}
+		if v, err = b.adapter.ParseVersion(out.String()); err != nil {
+			return "", reason.Wrap(reason.ProviderVersionMismatch, err, "provider %s", b.launch.Provider)
+		}
+		if err := r.DB.RecordProbe(ctx, b.program.Path, b.program.Identity, v); err != nil {
+			return "", err
+		}
+	}
+	got, err := version.NewVersion(v)
+	if err != nil {
+		return "", reason.New(reason.ProviderVersionMismatch, "provider %s: version %q: %v", b.launch.Provider, v, err)
+	}
+	if !c.Check(got) {
+		return "", reason.New(reason.ProviderVersionMismatch, "provider %s: %s is version %s, outside the registration's %q",
+			b.launch.Provider, b.program.Path, v, p.Version)
+	}
+	return v, nil
+}
+
+// drive launches the provider once and runs the turn in it.
+func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchID string, h *handler) (provider.Result, error) {
+	args, env := b.adapter.Args(t)
+	req := b.launch.Request
+	req.Env = map[string]string{}
+	for k, v := range b.launch.Request.Env {
+		req.Env[k] = v
+	}
+	for k, v := range env {
+		req.Env[k] = v
+	}
+	req.Command = append(append([]string{b.program.Path}, b.launch.ProviderCmd[1:]...), args...)
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("turn: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return provider.Result{}, fmt.Errorf("turn: %w", err)
+	}
+	defer outR.Close()
+	defer inW.Close()
+	stderr := &tailBuffer{max: 8 << 10}
+	rec := launch.Recorder{DB: r.DB}
+	proc, err := isolate.Launch(ctx, req, isolate.Options{Recorder: rec, LaunchID: launchID, Stdin: inR, Stdout: outW, Stderr: stderr})
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		return provider.Result{}, err
+	}
+	bg := context.WithoutCancel(ctx)
+	exited := make(chan struct{})
+	go func() {
+		proc.Wait(bg)
+		close(exited)
+	}()
+	defer func() {
+		// The provider has ended the turn (or is to be stopped), but what
+		// it started may not have: stop the tree and write the receipt.
+		inW.Close()
+		select {
+		case <-exited:
+		case <-time.After(provider.Grace):
+		}
+		isolate.Stop(bg, proc.Identity, 2*time.Second, rec)
+		<-exited
+	}()
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if h.req.Timeout > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeoutCause(runCtx, h.req.Timeout,
+			reason.New(reason.TurnTimeout, "the turn ran past its timeout of %s", h.req.Timeout))
+		defer stop()
+	}
+	h.start(cancel)
+	defer h.stop()
+	res, err := b.adapter.Run(runCtx, provider.Pipes{Stdin: inW, Stdout: outR}, t, h)
+	if err == nil && res.Error != nil && res.Error.Code == reason.ProviderExited {
+		if msg := strings.TrimSpace(b.redact.String(stderr.String())); msg != "" {
+			res.Error.Message += ": " + tail(msg, 600)
+		}
+	}
+	return res, err
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+var _ io.Writer = (*tailBuffer)(nil)
+
+func newID() string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// decoded reads the applied spec at kind.name into v; found is false when
+// it is not applied (or not active).
+func decoded(ctx context.Context, db *state.DB, kind schema.Kind, name string, v any) (found bool, err error) {
+	spec, status, ok, err := db.AppliedSpec(ctx, string(kind)+"."+name)
+	if err != nil || !ok || status != reconcile.StatusActive {
+		return false, err
+	}
+	if err := json.Unmarshal(spec, v); err != nil {
+		return false, fmt.Errorf("%s.%s: applied spec: %w", kind, name, err)
+	}
+	return true, nil
+}
