@@ -84,7 +84,7 @@ func executable(p string) bool {
 func identity(p string) string {
 	fi, err := os.Stat(p)
 	if err != nil {
-		return "missing"
+		return "absent"
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {

@@ -94,6 +94,9 @@ Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
 		newExecCmd(a),
 		newPsCmd(a),
 		newStopCmd(a),
+		newTurnCmd(a),
+		newTurnsCmd(a),
+		newPermissionsCmd(a),
 	)
 	usageCodes(root)
 	return root

@@ -72,6 +72,11 @@ const (
 	versionImagePush    = 1 // nlx image push
 	versionImagePull    = 1 // nlx image pull
 	versionImageUnpack  = 1 // nlx image unpack
+	versionTurnEvent    = 1 // nlx turn --output json: one event per line
+	versionTurns        = 1 // nlx turns list
+	versionTurn         = 1 // nlx turns show
+	versionPermissions  = 1 // nlx permissions list
+	versionPermission   = 1 // nlx permissions allow|deny
 )
 
 // document is one command's result, in every format it has. Exactly one of
