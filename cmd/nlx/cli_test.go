@@ -29,6 +29,10 @@ var goEnv = map[string]string{}
 // with the nlxfault tag so scripts can stop it at named points.
 var binDir string
 
+// providersBin is where make providers installs the provider programs'
+// commands.
+var providersBin, _ = filepath.Abs("../../.providers/node_modules/.bin")
+
 // builtAt is the commit the test binary was built from ("" outside a git
 // checkout).
 var builtAt string
@@ -73,8 +77,23 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
+		// [provider:NAME]: the real provider program is installed (make
+		// providers); under CI=true a missing one fails the script.
+		Condition: func(cond string) (bool, error) {
+			name, ok := strings.CutPrefix(cond, "provider:")
+			if !ok {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			if _, err := os.Stat(filepath.Join(providersBin, name)); err == nil {
+				return true, nil
+			}
+			if testtool.InCI() {
+				return false, fmt.Errorf("provider %s is not installed under CI=true: .ci/run runs make providers", name)
+			}
+			return false, nil
+		},
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+providersBin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("NLX_ACTOR", "ci")
 			// Scripts copy the example out of the module, as an operator
@@ -98,6 +117,7 @@ func TestScripts(t *testing.T) {
 			// Launch ids name host-wide cgroups: unique per run, so that a
 			// failed run's leftovers never meet the next.
 			env.Setenv("RUNID", fmt.Sprintf("%x", time.Now().UnixNano()))
+			env.Values[fakeModelKey{}] = &fakeModelBox{}
 			for d := env.WorkDir; d != "/"; d = filepath.Dir(d) {
 				if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
 					if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
@@ -114,6 +134,7 @@ func TestScripts(t *testing.T) {
 			"waitlock":   cmdWaitlock,
 			"waitlaunch": cmdWaitlaunch,
 			"gencue":     cmdGencue,
+			"fakemodel":  cmdFakemodel,
 		},
 	})
 }
