@@ -277,8 +277,11 @@ func (r *Runner) bind(ctx context.Context, req Request) (*binding, error) {
 			return nil, cerr
 		}
 		b.requested = c.Provider
-		if req.Fallback == "" {
+		switch {
+		case req.Fallback == "" && e.Code == reason.ProviderDisabled:
 			return nil, reason.Wrap(reason.DisabledProvider, e, "connection %s names no fallback connection", req.Connection)
+		case req.Fallback == "":
+			return nil, e
 		}
 		b.fallback = e.Msg
 		b.connection = req.Fallback

@@ -128,13 +128,14 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"status":     cmdStatus,
-			"cpdir":      cmdCpdir,
-			"replace":    cmdReplace,
-			"waitlock":   cmdWaitlock,
-			"waitlaunch": cmdWaitlaunch,
-			"gencue":     cmdGencue,
-			"fakemodel":  cmdFakemodel,
+			"status":         cmdStatus,
+			"cpdir":          cmdCpdir,
+			"replace":        cmdReplace,
+			"waitlock":       cmdWaitlock,
+			"waitlaunch":     cmdWaitlaunch,
+			"gencue":         cmdGencue,
+			"fakemodel":      cmdFakemodel,
+			"waitpermission": cmdWaitpermission,
 		},
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/nlx-dev/nlx/internal/fakemodel"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // fakeModelKey holds each script's fake model (testscript Values).
@@ -22,8 +23,9 @@ type fakeModelBox struct{ s *fakemodel.Server }
 //
 //	fakemodel start              start it; $FAKEMODEL_URL is its base URL
 //	fakemodel push STEP...       queue one reply: text:T, reasoning:T, command:CMD, stall:DUR, disconnect, error:STATUS
-//	fakemodel wait               block until the next agent request arrives (60s at most)
+//	fakemodel wait               block until every pushed reply was taken by an agent request (60s at most)
 //	fakemodel saw TEXT           some agent request carried TEXT in its conversation (! : none did)
+//	fakemodel lastsaw TEXT       the last agent request carried TEXT (! : it did not)
 //	fakemodel tools              print the tools of the last agent request, one per line
 //	fakemodel requests N         exactly N agent requests were made
 func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
@@ -70,7 +72,7 @@ func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
 	case "wait":
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		ts.Check(box.s.WaitAgent(ctx))
+		ts.Check(box.s.WaitTaken(ctx))
 	case "saw":
 		if len(args) != 2 {
 			ts.Fatalf("usage: fakemodel saw TEXT")
@@ -85,6 +87,15 @@ func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if seen == neg {
 			ts.Fatalf("fakemodel saw %q: %v", args[1], seen)
+		}
+	case "lastsaw":
+		reqs := box.s.AgentRequests()
+		if len(args) != 2 || len(reqs) == 0 {
+			ts.Fatalf("usage: fakemodel lastsaw TEXT, after an agent request")
+		}
+		seen := strings.Contains(strings.Join(reqs[len(reqs)-1].Texts, "\n"), args[1])
+		if seen == neg {
+			ts.Fatalf("fakemodel lastsaw %q: %v in %q", args[1], seen, reqs[len(reqs)-1].Texts)
 		}
 	case "tools":
 		reqs := box.s.AgentRequests()
@@ -101,4 +112,27 @@ func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
 	default:
 		ts.Fatalf("fakemodel: unknown subcommand %q", args[0])
 	}
+}
+
+// cmdWaitpermission STATE VAR waits until a permission request is pending
+// in the state and sets VAR to its id.
+func cmdWaitpermission(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitpermission STATE VAR")
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{ReadOnly: true})
+		if err == nil {
+			rows, err := db.Permissions(ctx, false, "")
+			db.Close()
+			if err == nil && len(rows) > 0 {
+				ts.Setenv(args[1], rows[0].ID)
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ts.Fatalf("no permission request became pending")
 }

@@ -164,6 +164,26 @@ func (s *Server) WaitAgent(ctx context.Context) error {
 	}
 }
 
+// WaitTaken blocks until every reply pushed so far has been taken by an
+// agent request (the last one may still be streaming), or ctx ends.
+func (s *Server) WaitTaken(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		left := len(s.script)
+		s.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("fake model: %d replies not taken: %w", left, ctx.Err())
+		}
+	}
+}
+
 // record stores a request and, for an agent one, takes its reply.
 func (s *Server) record(r Request) Reply {
 	s.mu.Lock()
