@@ -1,8 +1,13 @@
 package main
 
-import "github.com/nlx-dev/nlx/provider"
+import (
+	"github.com/nlx-dev/nlx/provider"
+	"github.com/nlx-dev/nlx/provider/codex"
+)
 
 // adapters are the provider programs nlx can drive, by kind.
 func adapters() map[provider.Kind]provider.Adapter {
-	return map[provider.Kind]provider.Adapter{}
+	return map[provider.Kind]provider.Adapter{
+		provider.KindCodex: &codex.Adapter{},
+	}
 }
