@@ -75,6 +75,12 @@ func TestImportRules(t *testing.T) {
 		// The planner and the apply engine see the state, images and the
 		// host only through interfaces of their own.
 		"reconcile": append([]string{"plan", "schema", "internal/fault", "internal/procid"}, leaves...),
+		// The adapters see the provider's pipes, the turn and the
+		// handler: never the state, a launch, a config or a secret's
+		// source.
+		"provider":        leaves,
+		"provider/codex":  append([]string{"provider"}, leaves...),
+		"provider/claude": append([]string{"provider"}, leaves...),
 	}
 	for p, ok := range allowed {
 		for _, imp := range own(pkgs[p].Imports) {
