@@ -59,7 +59,8 @@ func newRootCmd(a *app) *cobra.Command {
   nlx apply plan.json            carry out exactly that plan
 
 Exit codes: 0 success or no changes, 1 error, 2 changes present (plan
---detailed-exitcode), 3 approval required or refused, 4 state locked.`,
+--detailed-exitcode), 3 approval required or refused (or a turn blocked on
+a permission), 4 state locked.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args: func(cmd *cobra.Command, args []string) error {
