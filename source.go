@@ -19,9 +19,11 @@ import "embed"
 //go:embed isolate/*.go isolate/seccomp/*.go
 //go:embed launch/*.go
 //go:embed plan/*.go
+//go:embed provider/*.go provider/codex/*.go provider/claude/*.go
 //go:embed reconcile/*.go
 //go:embed schema/*.go schema/schema.cue
 //go:embed state/*.go state/migrations/*.sql
+//go:embed turn/*.go
 var Source embed.FS
 
 // Main is the directory of Source holding the nlx command.

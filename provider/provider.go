@@ -221,6 +221,13 @@ type Adapter interface {
 	Run(ctx context.Context, p Pipes, t Turn, h Handler) (Result, error)
 }
 
+// CommandChecker is an Adapter that refuses a registration's command
+// carrying what nlx sets for each turn (a flag that would widen the
+// turn's policy when repeated): the turn is refused before it launches.
+type CommandChecker interface {
+	CheckCommand(command []string) error
+}
+
 // Grace is how long an interrupted turn may take to end before the adapter
 // gives up on it (the caller then stops the process).
 const Grace = 5 * time.Second

@@ -306,6 +306,11 @@ func (r *Runner) bind(ctx context.Context, req Request) (*binding, error) {
 	if len(l.ProviderCmd) == 0 {
 		return nil, reason.New(reason.InvalidAppliedSpec, "provider %s has no command", l.Provider)
 	}
+	if cc, ok := b.adapter.(provider.CommandChecker); ok {
+		if err := cc.CheckCommand(l.ProviderCmd); err != nil {
+			return nil, reason.Wrap(reason.InvalidAppliedSpec, err, "provider %s", l.Provider)
+		}
+	}
 	if b.program, err = launch.FindProgram(l.ProviderCmd[0], launch.LookupPath(req.HostEnv)); err != nil {
 		return nil, err
 	}

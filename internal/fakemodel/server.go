@@ -109,6 +109,7 @@ func Start() (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/responses", s.serveResponses)
 	mux.HandleFunc("POST /v1/messages", s.serveMessages)
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.serveMessages)
 	mux.HandleFunc("/", s.serveOther)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.srv.Serve(ln)

@@ -103,6 +103,8 @@ var sameValue = map[string]string{
 	"StatusHeld":        "a resource status, not the launch refusal",
 	"OutcomeNotApplied": "a resolve outcome, not the launch refusal",
 	"ResourceHeld":      "a resource status, not the launch refusal",
+	"controlError":      "Claude Code's control-response subtype, not the failure code",
+	"notifyError":       "Codex's error notification method, not the failure code",
 }
 
 // TestEveryCodeRegistered fails when a code is made anywhere but here:
