@@ -26,6 +26,7 @@ type fakeModelBox struct{ s *fakemodel.Server }
 //	fakemodel wait               block until every pushed reply was taken by an agent request (60s at most)
 //	fakemodel saw TEXT           some agent request carried TEXT in its conversation (! : none did)
 //	fakemodel lastsaw TEXT       the last agent request carried TEXT (! : it did not)
+//	fakemodel header NAME VALUE  the last agent request had header NAME holding VALUE
 //	fakemodel tools              print the tools of the last agent request, one per line
 //	fakemodel requests N         exactly N agent requests were made
 func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
@@ -96,6 +97,15 @@ func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
 		seen := strings.Contains(strings.Join(reqs[len(reqs)-1].Texts, "\n"), args[1])
 		if seen == neg {
 			ts.Fatalf("fakemodel lastsaw %q: %v in %q", args[1], seen, reqs[len(reqs)-1].Texts)
+		}
+	case "header":
+		reqs := box.s.AgentRequests()
+		if len(args) != 3 || len(reqs) == 0 {
+			ts.Fatalf("usage: fakemodel header NAME VALUE, after an agent request")
+		}
+		got := reqs[len(reqs)-1].Header.Get(args[1])
+		if strings.Contains(got, args[2]) == neg {
+			ts.Fatalf("fakemodel header %s: %q", args[1], got)
 		}
 	case "tools":
 		reqs := box.s.AgentRequests()
