@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/fakemodel"
+	"github.com/nlx-dev/nlx/provider"
+	"github.com/nlx-dev/nlx/provider/claude"
 	"github.com/nlx-dev/nlx/provider/codex"
 )
 
@@ -73,6 +75,9 @@ func turnBench(ctx context.Context, work, nlx string) error {
 	}{
 		{"codex", "c-codex", func(ctx context.Context, home string) error {
 			return directCodex(ctx, filepath.Join(bin, "codex"), home, model.URL())
+		}},
+		{"claude", "c-claude", func(ctx context.Context, home string) error {
+			return directClaude(ctx, filepath.Join(bin, "claude"), home, model.URL())
 		}},
 	} {
 		if _, err := os.Stat(filepath.Join(bin, p.name)); err != nil {
@@ -166,7 +171,9 @@ func vmHWM(pid int) int64 {
 // directCodex is the minimal client: codex app-server on the fake model,
 // initialize, a thread, one turn, until the turn completes.
 func directCodex(ctx context.Context, prog, home, url string) error {
-	cmd := exec.CommandContext(ctx, prog, append([]string{"app-server"}, codex.FakeModelArgs(url)...)...)
+	// Started exactly as nlx starts it: only nlx's machinery differs.
+	extra, _ := (&codex.Adapter{}).Args(provider.Turn{Policy: provider.TrustedLocal})
+	cmd := exec.CommandContext(ctx, prog, append(append([]string{"app-server"}, codex.FakeModelArgs(url)...), extra...)...)
 	cmd.Env = append(os.Environ(), "CODEX_HOME="+home, "OPENAI_API_KEY=sk-bench-0000000000000000")
 	cmd.Dir = home
 	in, err := cmd.StdinPipe()
@@ -214,11 +221,52 @@ func directCodex(ctx context.Context, prog, home, url string) error {
 	return fmt.Errorf("codex ended before the turn completed: %v", sc.Err())
 }
 
+// directClaude is the minimal client: claude -p in stream-json on the
+// fake model, with the arguments and variables nlx's adapter gives it, one
+// user message, until the result.
+func directClaude(ctx context.Context, prog, home, url string) error {
+	// The program is started exactly as nlx starts it for the bench's
+	// trusted_local workspace: only nlx's machinery differs.
+	args, env := (&claude.Adapter{}).Args(provider.Turn{Policy: provider.TrustedLocal})
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Env = append(os.Environ(), "HOME="+home, "CLAUDE_CONFIG_DIR="+home, "ANTHROPIC_API_KEY=sk-bench-0000000000000000", "ANTHROPIC_BASE_URL="+url)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Dir = home
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	io.WriteString(in, `{"type":"user","message":{"role":"user","content":"say ok"},"parent_tool_use_id":null,"session_id":""}`+"\n")
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m.Type == "result" {
+			return nil
+		}
+	}
+	return fmt.Errorf("claude ended before its result: %v", sc.Err())
+}
+
 const turnConfig = `package bench
 
 host: operators: ["bench"]
 providers: {
 	codex: {kind: "codex-app-server", status: "enabled", version: ">= 0.169.0", command: CODEXCMD}
+	claude: {kind: "claude-code", status: "enabled", version: ">= 2.1.0", command: ["claude"], env: ANTHROPIC_BASE_URL: "FAKEURL"}
 }
 workspaces: w: {
 	team:      "t"
@@ -231,5 +279,6 @@ workspaces: w: {
 }
 connections: {
 	"c-codex": {owner: "bench", scope: "team", workspace: "w", provider: "codex", billing: "api", credentialHome: "w/codex", secret: "env:BENCH_KEY", generation: 1}
+	"c-claude": {owner: "bench", scope: "team", workspace: "w", provider: "claude", billing: "api", credentialHome: "w/claude", secret: "env:BENCH_KEY", generation: 1}
 }
 `
