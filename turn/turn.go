@@ -413,6 +413,11 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 		req.Env[k] = v
 	}
 	req.Command = append(append([]string{b.program.Path}, b.launch.ProviderCmd[1:]...), args...)
+	// The binding is checked again just before the provider starts: an
+	// apply may have run since it was resolved.
+	if err := h.check(ctx); err != nil {
+		return provider.Result{Status: provider.StatusInterrupted, Error: &provider.Error{Code: reason.CodeOf(err), Message: reason.Of(err).Msg}}, nil
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("turn: %w", err)
