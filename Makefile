@@ -8,9 +8,11 @@ BIN ?= bin
 all: build
 
 # -buildvcs=auto: the binary names the commit it was built from (nlx
-# version), also where GOFLAGS turns stamping off.
+# version), also where GOFLAGS turns stamping off. CGO_ENABLED=0: static,
+# as the Pi's: an inference launch runs this nlx as its bridge inside the
+# sandbox, an image root included, which has no host libc.
 build:
-	$(GO) build -buildvcs=auto -o $(BIN)/nlx ./cmd/nlx
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/nlx ./cmd/nlx
 
 # The Raspberry Pi binary: pure Go, no cgo.
 arm64:

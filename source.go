@@ -13,6 +13,7 @@ import "embed"
 //
 //go:embed go.mod go.sum *.go
 //go:embed cmd/nlx/*.go
+//go:embed egress/*.go
 //go:embed host/*.go
 //go:embed images/*.go
 //go:embed internal/bytesize/*.go internal/fault/*.go internal/procid/*.go internal/reason/*.go

@@ -67,7 +67,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 		defer os.RemoveAll(work)
 	}
 	nlx := filepath.Join(work, "nlx")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", nlx, "./cmd/nlx").CombinedOutput(); err != nil {
+	build := exec.CommandContext(ctx, "go", "build", "-o", nlx, "./cmd/nlx")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build makes it
+	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build nlx: %v\n%s", err, out)
 	}
 	switch only {

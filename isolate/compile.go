@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/nlx-dev/nlx/egress"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
@@ -120,8 +122,15 @@ func compile(req Request) (*specs.Spec, handles, error) {
 			ReadonlyPaths: slices.Clone(readonlyPaths),
 		},
 	}
-	if req.Egress == EgressNone {
+	if req.Egress == EgressNone || req.Egress == EgressInference {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+	}
+	if req.Egress == EgressInference {
+		// The command runs under the bridge, on the sandbox's loopback,
+		// which runc leaves down: a hook of nlx's own brings it up
+		// (bubblewrap does so itself).
+		s.Process.Args = append([]string{egress.HelperPath, egress.BridgeMode, egress.BridgeAddr, egress.SocketPath, "--"}, s.Process.Args...)
+		s.Hooks = &specs.Hooks{CreateRuntime: []specs.Hook{{Path: r.helper, Args: []string{r.helper, egress.LoopbackMode}, Timeout: intPtr(10)}}}
 	}
 	if req.RootFS != "" {
 		s.Root.Path = r.rootfs
@@ -198,6 +207,12 @@ func compile(req Request) (*specs.Spec, handles, error) {
 		for i, dir := range r.programs {
 			s.Mounts = append(s.Mounts, bind(dir, dir, true))
 			keep(dir, r.take(&r.programFs[i]))
+		}
+		if req.Egress == EgressInference {
+			// The socket lives in a directory only root writes (so a path
+			// is safe); nlx itself is bound by its handle.
+			s.Mounts = append(s.Mounts, bind(r.socket, egress.SocketPath, false), bind(r.helper, egress.HelperPath, true))
+			keep(egress.HelperPath, r.take(&r.helperF))
 		}
 	}
 	s.Process.Env = environment(req, r)
@@ -284,6 +299,12 @@ func environment(req Request, r *resolved) []string {
 	for k, v := range req.Env {
 		env[k] = v
 	}
+	if req.Egress == EgressInference {
+		// After the provider's own: nothing may point it elsewhere.
+		for k, v := range egress.ProxyEnv() {
+			env[k] = v
+		}
+	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
@@ -311,6 +332,8 @@ type resolved struct {
 	skillFs                                     []*os.File
 	programs                                    []string
 	programFs                                   []*os.File
+	socket, helper                              string // inference egress: the proxy's socket, the bridge's nlx
+	helperF                                     *os.File
 }
 
 // protectedMount is a read-only path inside the workspace (dst, as the
@@ -332,7 +355,7 @@ func (r *resolved) close() {
 	if r == nil {
 		return
 	}
-	for _, f := range slices.Concat([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF}, r.skillFs, r.programFs) {
+	for _, f := range slices.Concat([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF, r.helperF}, r.skillFs, r.programFs) {
 		if f != nil {
 			f.Close()
 		}
@@ -352,8 +375,18 @@ func check(req Request) (*resolved, error) {
 	}
 	switch req.Egress {
 	case EgressNone, EgressFull:
+		if req.Proxy != nil {
+			return nil, refuse(reason.InvalidRequest, "egress %s takes no proxy", req.Egress)
+		}
+	case EgressInference:
+		if req.Proxy == nil {
+			return nil, refuse(reason.EgressProxyUnavailable, "egress inference without a proxy: the launch has no way out and is not made")
+		}
+		if req.Policy == DangerFullAccess {
+			return nil, refuse(reason.InvalidRequest, "danger_full_access sees the host's filesystem, its /run included: it takes egress none or full, not inference")
+		}
 	default:
-		return nil, refuse(reason.InvalidRequest, "egress %q is not one of none, full", req.Egress)
+		return nil, refuse(reason.InvalidRequest, "egress %q is not one of none, inference, full", req.Egress)
 	}
 	if err := checkStrings(req); err != nil {
 		return nil, err
@@ -407,11 +440,19 @@ func check(req Request) (*resolved, error) {
 	if r.programs, r.programFs, err = checkPrograms(req, credRoot, r.workspace); err != nil {
 		return nil, err
 	}
+	if req.Egress == EgressInference {
+		if r.socket, r.helper, r.helperF, err = checkProxy(*req.Proxy, req.RootFS != ""); err != nil {
+			return nil, err
+		}
+	}
 	bound := []string{r.workspace, r.credHome, r.rootfs}
 	for _, sk := range r.skills {
 		bound = append(bound, sk.Dir)
 	}
 	bound = append(bound, r.programs...)
+	if r.socket != "" {
+		bound = append(bound, r.socket, r.helper)
+	}
 	for _, p := range bound {
 		if p == "" {
 			continue
@@ -738,6 +779,51 @@ func checkPrograms(req Request, credRoot, workspace string) (_ []string, files [
 	}
 	return out, files, nil
 }
+
+// checkProxy checks an inference launch's proxy socket (a socket, its
+// path absolute) and opens the helper nlx (a regular file; statically
+// linked when it runs in an image root, which has no host libc).
+func checkProxy(p Proxy, inImage bool) (socket, helper string, f *os.File, err error) {
+	if !filepath.IsAbs(p.Socket) || !filepath.IsAbs(p.Helper) {
+		return "", "", nil, refuse(reason.InvalidRequest, "the proxy socket %q and helper %q must be absolute", p.Socket, p.Helper)
+	}
+	if fi, err := os.Lstat(p.Socket); err != nil || fi.Mode().Type() != os.ModeSocket {
+		return "", "", nil, refuse(reason.EgressProxyUnavailable, "the proxy socket %s is not a listening socket (%v)", p.Socket, err)
+	}
+	if f, err = openFile(p.Helper); err != nil {
+		return "", "", nil, refuse(reason.InvalidRequest, "the egress helper %s: %v", p.Helper, err)
+	}
+	if helper, err = realPath(f); err != nil {
+		f.Close()
+		return "", "", nil, err
+	}
+	if inImage {
+		if dynamic, err := dynamicallyLinked(helper); err != nil || dynamic {
+			f.Close()
+			return "", "", nil, refuse(reason.InvalidRequest, "the egress helper %s is dynamically linked and cannot run in an image root: "+
+				"build nlx with CGO_ENABLED=0 (make build does)", helper)
+		}
+	}
+	return p.Socket, helper, f, nil
+}
+
+// dynamicallyLinked reports whether the ELF file at path names an
+// interpreter.
+func dynamicallyLinked(path string) (bool, error) {
+	e, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer e.Close()
+	for _, p := range e.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func intPtr(n int) *int { return &n }
 
 // checkDir opens a directory an operator (or nlx) chose, and returns where
 // it really is.

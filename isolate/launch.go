@@ -328,6 +328,11 @@ func identify(pid int) (procid.Identity, error) {
 	return procid.Identity{PID: pid, Start: start, PidNS: s.PidNS, Boot: s.Boot, Host: s.Host, User: s.User}, nil
 }
 
+// NewLaunchID is a random launch id, the one Launch makes when
+// Options.LaunchID is empty: for a caller that must name the launch before
+// it is made (its egress records).
+func NewLaunchID() string { return newID() }
+
 func newID() string {
 	var b [8]byte
 	rand.Read(b[:])

@@ -6,11 +6,16 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/nlx-dev/nlx/egress"
+
 	"github.com/nlx-dev/nlx/internal/testtool"
 	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is also the egress helper (the proxy, the bridge,
+	// the runc loopback hook), as nlx is.
+	egress.Main()
 	if os.Getenv(probeEnv) == "1" {
 		probeSyscalls()
 		os.Exit(0)

@@ -6,11 +6,13 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/nlx-dev/nlx/egress"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -307,7 +309,12 @@ func checkReach(s *specs.Spec, u specs.User) error {
 // rootFSMountPoints are the directories a launch mounts on in an image
 // root. runc (root) makes missing ones itself; bubblewrap, running as the
 // provider's user, cannot write the image: PrepareRootFS makes them.
-var rootFSMountPoints = []string{"proc", "dev", "tmp", "home", "root", strings.TrimPrefix(WorkspacePath, "/"), strings.TrimPrefix(SkillsPath, "/")}
+var rootFSMountPoints = []string{"proc", "dev", "tmp", "home", "root", strings.TrimPrefix(WorkspacePath, "/"), strings.TrimPrefix(SkillsPath, "/"),
+	strings.TrimPrefix(path.Dir(egress.SocketPath), "/")}
+
+// rootFSFileMountPoints are the files a launch with inference egress
+// mounts on: empty files PrepareRootFS makes.
+var rootFSFileMountPoints = []string{strings.TrimPrefix(egress.SocketPath, "/"), strings.TrimPrefix(egress.HelperPath, "/")}
 
 // PrepareRootFS makes the mount points a launch needs in an unpacked image
 // root (empty directories, root's, mode 0755), so that either backend can
@@ -322,6 +329,13 @@ func PrepareRootFS(dir string) error {
 		if err := root.MkdirAll(p, 0o755); err != nil {
 			return fmt.Errorf("image root %s: %w", dir, err)
 		}
+	}
+	for _, p := range rootFSFileMountPoints {
+		f, err := root.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
+		if err != nil {
+			return fmt.Errorf("image root %s: %w", dir, err)
+		}
+		f.Close()
 	}
 	return nil
 }

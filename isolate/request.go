@@ -22,10 +22,14 @@ const (
 type Egress string
 
 // The egress policies: with EgressNone the process gets its own network
-// namespace holding only a loopback device that is down.
+// namespace holding only a loopback device that is down. EgressInference
+// has the same namespace, with its loopback up and the launch's egress
+// proxy (Request.Proxy) reached through a bridge listening on it: the
+// command runs under the bridge, with the proxy variables set.
 const (
-	EgressNone Egress = "none"
-	EgressFull Egress = "full"
+	EgressNone      Egress = "none"
+	EgressInference Egress = "inference"
+	EgressFull      Egress = "full"
 )
 
 // Backend names what carries a spec out.
@@ -74,6 +78,8 @@ type Request struct {
 
 	Policy Policy
 	Egress Egress
+	// Proxy is the launch's egress proxy, required with EgressInference.
+	Proxy *Proxy
 
 	// CredentialRoot holds every owner's credential homes; CredentialHome
 	// is the selected one, relative to it ("alice/claude"). No component
@@ -116,6 +122,17 @@ type Request struct {
 	// the mount namespace. When nlx is not root it can only be nlx's own
 	// user (nil means that).
 	User *User
+}
+
+// Proxy is where a launch with EgressInference reaches its proxy.
+type Proxy struct {
+	// Socket is the proxy's Unix socket on the host, in a directory only
+	// root writes; bound at egress.SocketPath.
+	Socket string
+	// Helper is the nlx executable that runs the bridge, bound read-only
+	// at egress.HelperPath. In an image root it must be statically linked
+	// (CGO_ENABLED=0): the image has no host libc.
+	Helper string
 }
 
 // User is a host user and group, by number.

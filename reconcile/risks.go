@@ -157,6 +157,9 @@ func (a *assessor) assess() error {
 		if err != nil || before == nil || after == nil {
 			return err
 		}
+		if added := newEntries(before.Inference, after.Inference); len(added) > 0 {
+			a.risk(plan.RiskPermissionWidening, "inference endpoints added: %s", strings.Join(added, ", "))
+		}
 		if before.Enabled() && !after.Enabled() {
 			if stranded := a.strandedJobs(c.Name); len(stranded) > 0 {
 				a.refuse(reason.DisabledProvider, "disabling provider %s leaves job(s) %s on it without an enabled fallbackConnection",
@@ -187,8 +190,8 @@ func (a *assessor) workspace(before, after *schema.Workspace) {
 	if schema.PolicyWider(after.Policy, before.Policy) {
 		a.risk(plan.RiskPermissionWidening, "policy grows from %s to %s", before.Policy, after.Policy)
 	}
-	if before.Network.Egress == "none" && after.Network.Egress != "none" {
-		a.risk(plan.RiskPermissionWidening, "network egress grows from none to %s", after.Network.Egress)
+	if schema.EgressWider(after.Network.Egress, before.Network.Egress) {
+		a.risk(plan.RiskPermissionWidening, "network egress grows from %s to %s", before.Network.Egress, after.Network.Egress)
 	}
 	for _, m := range slices.Sorted(maps.Keys(after.Members)) {
 		switch old, ok := before.Members[m]; {
@@ -342,4 +345,15 @@ func short(d string) string {
 		return d[:19]
 	}
 	return d
+}
+
+// newEntries lists the entries of after that before lacks, in order.
+func newEntries(before, after []string) []string {
+	var out []string
+	for _, e := range after {
+		if !slices.Contains(before, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

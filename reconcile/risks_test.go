@@ -117,6 +117,21 @@ connections: "platform-claude": {
 		{"permission_widening: network egress", func(f *fixture) {
 			f.edit("workspaces.cue", `network: egress: "none"`, `network: egress: "full"`)
 		}, map[string][]string{"workspace.bob": {string(plan.RiskPermissionWidening)}}},
+		{"permission_widening: network egress none to inference", func(f *fixture) {
+			f.edit("workspaces.cue", `network: egress: "none"`, `network: egress: "inference"`)
+		}, map[string][]string{"workspace.bob": {string(plan.RiskPermissionWidening)}}},
+		{"permission_widening: network egress inference to full", func(f *fixture) {
+			f.edit("workspaces.cue", `network: egress: "inference"`, `network: egress: "full"`)
+		}, map[string][]string{"workspace.platform": {string(plan.RiskPermissionWidening)}}},
+		{"no risk: network egress narrows", func(f *fixture) {
+			f.edit("workspaces.cue", `network: egress: "inference"`, `network: egress: "none"`)
+		}, map[string][]string{}},
+		{"permission_widening: an inference endpoint added", func(f *fixture) {
+			f.edit("providers.cue", `inference: ["api.anthropic.com:443"]`, `inference: ["api.anthropic.com:443", "statsig.anthropic.com:443"]`)
+		}, map[string][]string{"provider.claude": {string(plan.RiskPermissionWidening)}}},
+		{"no risk: an inference endpoint removed", func(f *fixture) {
+			f.edit("providers.cue", `inference: ["api.openai.com:443", "chatgpt.com:443"]`, `inference: ["api.openai.com:443"]`)
+		}, map[string][]string{}},
 		{"permission_widening: a member added", func(f *fixture) {
 			f.edit("workspaces.cue", `members: bob: "admin"`, `members: {bob: "admin", carol: "member"}`)
 		}, map[string][]string{"workspace.bob": {string(plan.RiskPermissionWidening)}}},

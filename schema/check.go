@@ -28,6 +28,12 @@ var policyRank = map[string]int{
 // PolicyWider reports whether policy a grants more than policy b.
 func PolicyWider(a, b string) bool { return policyRank[a] > policyRank[b] }
 
+// egressRank orders network egress from narrowest to widest.
+var egressRank = map[string]int{"none": 0, "inference": 1, "full": 2}
+
+// EgressWider reports whether egress a reaches more than egress b.
+func EgressWider(a, b string) bool { return egressRank[a] > egressRank[b] }
+
 // reSecretName matches environment variable names that carry credentials.
 var reSecretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|api_?key|private_?key|credential|auth)`)
 

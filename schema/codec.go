@@ -242,6 +242,7 @@ func (e *encoder) provider(p *Provider) {
 	encStrings(e, p.Capabilities)
 	e.str(p.Feature)
 	encStringMap(e, p.Env)
+	encStrings(e, p.Inference)
 }
 
 func (d *decoder) provider(p *Provider) {
@@ -249,6 +250,7 @@ func (d *decoder) provider(p *Provider) {
 	p.Command, p.Capabilities = decStrings(d), decStrings(d)
 	p.Feature = d.str()
 	p.Env = decStringMap(d)
+	p.Inference = decStrings(d)
 }
 
 func (e *encoder) image(im *Image) {

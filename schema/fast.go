@@ -29,6 +29,7 @@ var (
 	reOCILayout = regexp.MustCompile(`^oci-layout:.+$`)
 	reDigestRef = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
 	reMemory    = regexp.MustCompile(`^[0-9]+(Ki|Mi|Gi)?$`)
+	reEndpoint  = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?([.][a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*|[0-9]{1,3}([.][0-9]{1,3}){3}|\[[0-9a-f:.]+\]):[0-9]{1,5}$`)
 	reCredHome  = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 	reDotPart   = regexp.MustCompile(`(^|/)[.][.]?(/|$)`) // a . or .. component
 	reSemver    = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+([-+].*)?$`)
@@ -230,6 +231,7 @@ var configRule = object(
 		opt("capabilities", listOf(0, str)),
 		opt("feature", str),
 		opt("env", mapOf(reEnvUpper, str)),
+		opt("inference", listOf(0, match(reEndpoint))),
 	))),
 	opt("images", mapOf(reName, all(object(
 		opt("ref", match(reImageRef)),
@@ -269,7 +271,7 @@ var configRule = object(
 			req("pids", integer(1, 1048576)),
 		)),
 		opt("skills", listOf(0, name)),
-		req("network", object(req("egress", enum("none", "full")))),
+		req("network", object(req("egress", enum("none", "inference", "full")))),
 	))),
 	opt("connections", mapOf(reName, object(
 		req("owner", name),

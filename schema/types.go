@@ -110,6 +110,9 @@ type Provider struct {
 	Capabilities []string          `json:"capabilities,omitempty"`
 	Feature      string            `json:"feature,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
+	// Inference are the host:port endpoints the provider reaches through
+	// nlx's proxy in a workspace with egress "inference".
+	Inference []string `json:"inference,omitempty"`
 }
 
 // Enabled reports whether the provider may run.

@@ -366,6 +366,8 @@ func (r *Runner) probe(ctx context.Context, b *binding) (string, error) {
 	if !found {
 		req := b.launch.Request
 		req.Command = append([]string{b.program.Path}, b.adapter.VersionArgs()...)
+		// A version needs no network.
+		req.Egress, req.Proxy = isolate.EgressNone, nil
 		var out bytes.Buffer
 		rec := launch.Recorder{DB: r.DB}
 		proc, err := isolate.Launch(ctx, req, isolate.Options{Recorder: rec, LaunchID: "probe-" + newID(), Stdout: &out, Stderr: &out})
@@ -418,6 +420,17 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 	if err := h.check(ctx); err != nil {
 		return provider.Result{Status: provider.StatusInterrupted, Error: &provider.Error{Code: reason.CodeOf(err), Message: reason.Of(err).Msg}}, nil
 	}
+	// A workspace with egress inference reaches the provider's endpoints
+	// through a proxy of this launch's own, and nothing else; the proxy
+	// is stopped after the process tree (defers run last to first).
+	withProxy := *b.launch
+	withProxy.Request = req
+	px, err := launch.StartEgress(ctx, &withProxy, launchID, r.DB)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	defer px.Stop()
+	req = withProxy.Request
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("turn: %w", err)
@@ -466,6 +479,19 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 	}
 	h.start(cancel)
 	defer h.stop()
+	if px != nil {
+		// The proxy gone, the sandbox has no network at all: the turn
+		// cannot go on and says why.
+		ran := make(chan struct{})
+		defer close(ran)
+		go func() {
+			select {
+			case <-px.Done:
+				cancel(reason.New(reason.EgressProxyUnavailable, "the inference proxy ended while the turn ran: the sandbox has no network"))
+			case <-ran:
+			}
+		}()
+	}
 	res, err := b.adapter.Run(runCtx, provider.Pipes{Stdin: inW, Stdout: outR}, t, h)
 	if err == nil && res.Error != nil && res.Error.Code == reason.ProviderExited {
 		if msg := strings.TrimSpace(b.redact.String(stderr.String())); msg != "" {

@@ -52,9 +52,18 @@ func runMain(m *testing.M) int {
 		builtAt = strings.TrimSpace(string(head))
 	}
 	build := exec.Command("go", "build", "-buildvcs=auto", "-tags", "nlxfault", "-o", filepath.Join(dir, "nlx"), ".")
+	// Static, as make build makes it: the bridge of an inference launch
+	// runs this nlx in an image root too, which has no host libc.
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build nlx:", err)
+		return 1
+	}
+	// The bridge of an inference launch runs this nlx inside the sandbox,
+	// where the provider's user must reach it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	binDir = dir

@@ -109,7 +109,18 @@ func execRun(ctx context.Context, a *app, opts *execOptions, command []string) e
 			fmt.Fprintf(a.io.Err, "nlx: launch %s had ended unrecorded (the nlx that ran it died); its receipt is written\n", id)
 		}
 	}
-	p, err := isolate.Launch(ctx, l.Request, isolate.Options{Recorder: rec, LaunchID: opts.launchID,
+	launchID := opts.launchID
+	if launchID == "" {
+		launchID = isolate.NewLaunchID()
+	}
+	// A workspace with egress inference reaches its provider's endpoints
+	// through a proxy of its own, and nothing else.
+	px, err := launch.StartEgress(ctx, l, launchID, db)
+	if err != nil {
+		return err
+	}
+	defer px.Stop()
+	p, err := isolate.Launch(ctx, l.Request, isolate.Options{Recorder: rec, LaunchID: launchID,
 		Stdin: a.io.In, Stdout: a.io.Out, Stderr: a.io.Err})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/nlx-dev/nlx/egress"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -22,6 +23,10 @@ func main() {
 	// re-executes nlx to join its cgroup before the sandbox starts; in
 	// that child this never returns.
 	isolate.Reexec()
+	// A launch with egress inference runs nlx as its proxy (host side),
+	// its bridge (inside the sandbox) and runc's loopback hook; in those
+	// this never returns.
+	egress.Main()
 	// nlx evaluates configs in a re-executed child under a budget (see
 	// schema.LoadBudgeted); in that child this never returns.
 	schema.ServeChild()

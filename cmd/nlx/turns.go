@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -87,11 +88,20 @@ func turnsShow(ctx context.Context, a *app, db *state.DB, id string) error {
 	if perms == nil {
 		perms = []state.PermissionRow{}
 	}
+	// A turn whose resume the provider refused ran in a second launch.
+	conns, err := db.Egress(ctx, slices.Compact([]string{strings.TrimSuffix(t.LaunchID, "-2"), t.LaunchID})...)
+	if err != nil {
+		return err
+	}
+	if conns == nil {
+		conns = []state.EgressRow{}
+	}
 	doc := struct {
 		*state.TurnRow
 		Usage       json.RawMessage       `json:"usage"`
 		Permissions []state.PermissionRow `json:"permissions"`
-	}{t, json.RawMessage(t.Usage), perms}
+		Connections []state.EgressRow     `json:"connections"`
+	}{t, json.RawMessage(t.Usage), perms, conns}
 	return a.view.Render(document{Version: versionTurn, JSON: doc, Text: func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		line := func(k, v string) {
@@ -122,6 +132,15 @@ func turnsShow(ctx context.Context, a *app, db *state.DB, id string) error {
 		if len(perms) > 0 {
 			fmt.Fprintln(w, "\npermission requests:")
 			permissionTable(w, perms)
+		}
+		if len(conns) > 0 {
+			fmt.Fprintln(w, "\nconnections (inference egress):")
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "HOST\tPORT\tMETHOD\tDECISION\tUP\tDOWN\tREASON")
+			for _, c := range conns {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", c.Host, c.Port, c.Method, c.Decision, c.BytesUp, c.BytesDown, c.Reason)
+			}
+			tw.Flush()
 		}
 		return nil
 	}})

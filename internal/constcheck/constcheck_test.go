@@ -34,6 +34,7 @@ var concepts = []struct{ dir, typ string }{
 	{"state", "PermissionStatus"},
 	{"provider", "Status"},
 	{"provider", "ToolStatus"},
+	{"egress", "Decision"},
 }
 
 // allowed are the bare literals that stay, by file and value: each is

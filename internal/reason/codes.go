@@ -115,6 +115,7 @@ const (
 	NoSuchPermission            Code = "no_such_permission"
 	NoSuchTurn                  Code = "no_such_turn"
 	NoConversation              Code = "no_conversation"
+	EgressProxyUnavailable      Code = "egress_proxy_unavailable"
 )
 
 var table = []Entry{
@@ -218,6 +219,8 @@ var table = []Entry{
 	{NoSuchPermission, ExitError, AreaTurn, "no permission request with that id"},
 	{NoSuchTurn, ExitError, AreaTurn, "no turn with that id"},
 	{NoConversation, ExitError, AreaTurn, "--resume named a conversation that has no session yet"},
+
+	{EgressProxyUnavailable, ExitError, AreaLaunch, "a launch with egress inference has no proxy: it could not start (nothing is launched), or it died (the sandbox has no network and the turn is interrupted)"},
 
 	{NoBackend, ExitError, AreaHost, "neither bubblewrap nor runc can enforce the sandbox here (nlx doctor says why)"},
 	{CgroupMemory, ExitError, AreaHost, "the cgroup memory controller is not available (on a Raspberry Pi: cgroup_enable=memory)"},
