@@ -145,6 +145,8 @@ func TestScripts(t *testing.T) {
 			"gencue":         cmdGencue,
 			"fakemodel":      cmdFakemodel,
 			"waitpermission": cmdWaitpermission,
+			"httpserve":      cmdHTTPServe,
+			"lastturn":       cmdLastTurn,
 		},
 	})
 }

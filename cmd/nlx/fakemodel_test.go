@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -21,7 +23,7 @@ type fakeModelBox struct{ s *fakemodel.Server }
 // cmdFakemodel drives the fake model of a script, served in the test
 // process on 127.0.0.1 (the one fake of the provider tests):
 //
-//	fakemodel start              start it; $FAKEMODEL_URL is its base URL
+//	fakemodel start              start it; $FAKEMODEL_URL is its base URL, $FAKEMODEL_ADDR its host:port
 //	fakemodel push STEP...       queue one reply: text:T, reasoning:T, command:CMD, stall:DUR, disconnect, error:STATUS
 //	fakemodel wait               block until every pushed reply was taken by an agent request (60s at most)
 //	fakemodel saw TEXT           some agent request carried TEXT in its conversation (! : none did)
@@ -44,6 +46,7 @@ func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
 		box.s = s
 		ts.Defer(s.Close)
 		ts.Setenv("FAKEMODEL_URL", s.URL())
+		ts.Setenv("FAKEMODEL_ADDR", strings.TrimPrefix(s.URL(), "http://"))
 	case "push":
 		var r fakemodel.Reply
 		for _, a := range args[1:] {
@@ -145,4 +148,35 @@ func cmdWaitpermission(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ts.Fatalf("no permission request became pending")
+}
+
+// cmdHTTPServe VAR serves "other-server" on a new loopback port of the
+// host for the rest of the script, and sets VAR to its host:port.
+func cmdHTTPServe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: httpserve VAR")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "other-server") })}
+	go srv.Serve(ln)
+	ts.Defer(func() { srv.Close() })
+	ts.Setenv(args[0], ln.Addr().String())
+}
+
+// cmdLastTurn STATE VAR sets VAR to the id of the newest turn.
+func cmdLastTurn(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: lastturn STATE VAR")
+	}
+	ctx := context.Background()
+	db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{ReadOnly: true})
+	ts.Check(err)
+	defer db.Close()
+	rows, err := db.Turns(ctx, 1)
+	ts.Check(err)
+	if len(rows) == 0 {
+		ts.Fatalf("lastturn: no turn yet")
+	}
+	ts.Setenv(args[1], rows[0].ID)
 }
