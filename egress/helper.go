@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,7 +35,15 @@ const (
 	// LoopbackMode: a runc createRuntime hook that brings the container's
 	// loopback up (bubblewrap does so itself).
 	LoopbackMode = "__egress-loopback"
+	// ProbeMode: inside a sandbox, under the bridge: asks the proxy for a
+	// host no list has and exits 0 when it is refused, as nlx doctor's
+	// check of the whole path.
+	ProbeMode = "__egress-probe"
 )
+
+// ProbeHost is the host ProbeMode asks for: no list may name it (.invalid
+// is reserved, RFC 2606).
+const ProbeHost = "nlx-doctor.invalid:443"
 
 // Inside the sandbox.
 const (
@@ -74,6 +83,8 @@ func Main() {
 		err = bridgeMain(os.Args[2:]) // exits with the command's status
 	case LoopbackMode:
 		err = loopbackMain(os.Stdin)
+	case ProbeMode:
+		err = probeMain()
 	default:
 		return
 	}
@@ -176,6 +187,25 @@ func bridgeMain(args []string) error {
 		os.Exit(ee.ExitCode())
 	}
 	return err
+}
+
+// probeMain asks the bridge for ProbeHost and wants the proxy's refusal.
+func probeMain() error {
+	c, err := net.DialTimeout("tcp", BridgeAddr, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("probe: the bridge: %w", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", ProbeHost, ProbeHost)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("probe: no answer through the bridge: %w", err)
+	}
+	if !strings.HasPrefix(line, "HTTP/1.1 403") {
+		return fmt.Errorf("probe: the proxy answered %q, want a 403 refusal", strings.TrimSpace(line))
+	}
+	return nil
 }
 
 // loopbackMain is the runc hook: the container's state on stdin names its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nlx-dev/nlx/egress"
@@ -70,4 +71,86 @@ func (e *Egress) Stop() {
 	}
 	e.Running.Stop()
 	<-e.recorded
+}
+
+// CheckEgress proves this host can give a launch inference egress: it
+// starts a proxy allowing nothing and, in a sandbox with egress inference
+// (backend b, as the provider's user), a probe that asks the bridge for a
+// host and wants the proxy's refusal. nlx doctor reports it.
+func CheckEgress(ctx context.Context, b isolate.Backend, user *isolate.User) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if user != nil {
+		uid, gid = int(user.UID), int(user.GID)
+	}
+	run, err := egress.Start(ctx, exe, egress.DefaultBase(), uid, gid, nil)
+	if err != nil {
+		return err
+	}
+	defer run.Stop()
+	go func() {
+		for range run.Records {
+		}
+	}()
+	root, err := os.MkdirTemp(egress.DefaultBase(), "doctor-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	ws := root + "/w"
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return err
+	}
+	req := isolate.Request{Workspace: "doctor", WorkspaceRoot: root, WorkspaceDir: ws, Policy: isolate.ReadOnly,
+		Egress: isolate.EgressInference, Proxy: &isolate.Proxy{Socket: run.Socket, Helper: exe},
+		Limits:  isolate.Limits{MemoryBytes: 128 << 20, CPU: 1, Pids: 64},
+		Command: []string{egress.HelperPath, egress.ProbeMode}, Backend: b, User: user}
+	var out memWriter
+	p, err := isolate.Launch(ctx, req, isolate.Options{Recorder: nopRecorder{}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		return err
+	}
+	ps, werr := p.Wait(ctx)
+	if _, err := isolate.Stop(context.WithoutCancel(ctx), p.Identity, time.Second, nopRecorder{}); err != nil {
+		return err
+	}
+	if werr != nil {
+		return werr
+	}
+	if !ps.Success() {
+		return fmt.Errorf("the probe through the bridge failed: %s", out.String())
+	}
+	return nil
+}
+
+// nopRecorder records nothing: a doctor's probe is not a launch of the
+// state.
+type nopRecorder struct{}
+
+func (nopRecorder) Record(context.Context, isolate.Identity) error         { return nil }
+func (nopRecorder) Receipt(context.Context, string, isolate.Receipt) error { return nil }
+
+// memWriter keeps what is written to it.
+type memWriter struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (w *memWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+func (w *memWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
 }

@@ -25,7 +25,10 @@ func newDoctorCmd(a *app) *cobra.Command {
 		Long: `Doctor checks namespaces, bubblewrap and runc (present and working), the
 cgroup mode and its memory, pids and cpu controllers, and the architecture,
 and says how to fix each gap. It exits 0 only when a provider can be
-launched safely.
+launched safely. It also tries the path of egress inference (a proxy, a
+sandbox, the bridge on its loopback, the proxy's refusal back): only
+workspaces with egress inference need it, so it does not change the exit
+status.
 
 It then lists the applied connections (read from the state, read-only)
 whose credential home is missing, empty (the provider is not signed in),
@@ -36,7 +39,7 @@ reported, not gaps of the host: they never change the exit status.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r := isolate.Doctor(cmd.Context())
 			user := providerUserFinding()
-			r.Findings = append(r.Findings, user)
+			r.Findings = append(r.Findings, user, egressFinding(cmd.Context()))
 			homes, homesErr := a.credentialHomes(cmd.Context())
 			doc := map[string]any{"can_launch": r.CanLaunch(), "report": r, "credential_homes": homes}
 			if homesErr != nil {
@@ -86,6 +89,27 @@ func printDoctor(w io.Writer, r isolate.Report, userOK bool) error {
 }
 
 // providerUserFinding reports who providers run as (last of the findings).
+// egressFinding tries the path of egress inference: a proxy, a sandbox,
+// the bridge in it, the proxy's refusal back. Only workspaces with egress
+// inference need it: it does not decide whether the host can launch.
+func egressFinding(ctx context.Context) isolate.Finding {
+	f := isolate.Finding{Name: "egress.bridge"}
+	var user *isolate.User
+	if os.Geteuid() == 0 {
+		user = &isolate.User{UID: 65534, GID: 65534} // nobody, while the provider user does not exist
+		if o, err := host.FindProviderUser(); err == nil && o != nil {
+			user = &isolate.User{UID: o.UID, GID: o.GID}
+		}
+	}
+	if err := launch.CheckEgress(ctx, isolate.Auto, user); err != nil {
+		f.Detail = err.Error()
+		f.Fix = "workspaces with egress inference cannot launch until the proxy and its bridge run here: keep nlx's executable where the provider user can reach it, and fix the gaps above"
+		return f
+	}
+	f.OK, f.Detail = true, "a sandbox with egress inference reaches its proxy through the bridge on its loopback (and is refused a host no list names)"
+	return f
+}
+
 func providerUserFinding() isolate.Finding {
 	f := isolate.Finding{Name: "provider.user"}
 	if os.Geteuid() != 0 {
