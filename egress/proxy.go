@@ -71,6 +71,10 @@ func (p *Proxy) init() {
 				}
 				return d.DialContext(ctx, network, addr)
 			},
+			// Large reads and writes: a download through the proxy is
+			// copied in few system calls.
+			ReadBufferSize:        256 << 10,
+			WriteBufferSize:       64 << 10,
 			MaxIdleConnsPerHost:   8,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: 0, // a model may think for minutes before its first byte
@@ -191,29 +195,53 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(resp.StatusCode)
-	// Streamed as it comes: a model's server-sent events must not wait.
-	f, _ := w.(http.Flusher)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+	down := &countWriter{w: w}
+	if streaming(resp) {
+		// Server-sent events, or a body of unknown length: each piece is
+		// passed on as it comes (a model's stream must not wait).
+		f, _ := w.(http.Flusher)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := down.Write(buf[:n]); werr != nil {
+					break
+				}
+				if f != nil {
+					f.Flush()
+				}
+			}
+			if err != nil {
+				if err != io.EOF {
+					rec.Reason = "upstream: " + err.Error()
+				}
 				break
 			}
-			rec.BytesDown += int64(n)
-			if f != nil {
-				f.Flush()
-			}
 		}
-		if err != nil {
-			if err != io.EOF {
-				rec.Reason = "upstream: " + err.Error()
-			}
-			break
-		}
+	} else if _, err := io.CopyBuffer(down, resp.Body, make([]byte, 256<<10)); err != nil {
+		rec.Reason = "copy: " + err.Error()
 	}
+	rec.BytesDown = down.n
 	rec.BytesUp = up.n.Load()
 	p.record(rec)
+}
+
+// streaming reports whether resp is passed on piece by piece, flushed as
+// it comes: an event stream, or a body without a length.
+func streaming(resp *http.Response) bool {
+	return resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+}
+
+// countWriter counts what is written through it.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 // hopHeaders are the hop-by-hop headers a proxy never forwards.
