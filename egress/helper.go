@@ -358,6 +358,24 @@ func Start(ctx context.Context, exe, base string, uid, gid int, entries []string
 	return r, nil
 }
 
+// Died reports whether the proxy has ended by itself (nobody called Stop):
+// it waits up to d for its end to show, since a provider may notice a dead
+// proxy (its connections cut) before the proxy's exit is seen here.
+func (r *Running) Died(d time.Duration) bool {
+	select {
+	case <-r.Done:
+		return true
+	case <-time.After(d):
+	}
+	// Still no exit seen: a proxy that no longer accepts is dead too.
+	c, err := net.DialTimeout("unix", r.Socket, time.Second)
+	if err != nil {
+		return true
+	}
+	c.Close()
+	return false
+}
+
 // Pid is the proxy process's.
 func (r *Running) Pid() int { return r.cmd.Process.Pid }
 

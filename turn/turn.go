@@ -493,15 +493,11 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 		}()
 	}
 	res, err := b.adapter.Run(runCtx, provider.Pipes{Stdin: inW, Stdout: outR}, t, h)
-	if px != nil && err == nil && res.Status != provider.StatusCompleted {
-		select {
-		case <-px.Done:
-			// The proxy died under the turn (nlx stops it only later): its
-			// death, not what the provider made of it, is the cause.
-			res.Status = provider.StatusInterrupted
-			res.Error = &provider.Error{Code: reason.EgressProxyUnavailable, Message: "the inference proxy ended while the turn ran: the sandbox has no network"}
-		default:
-		}
+	if px != nil && err == nil && res.Status != provider.StatusCompleted && px.Died(500*time.Millisecond) {
+		// The proxy died under the turn (nlx stops it only later): its
+		// death, not what the provider made of it, is the cause.
+		res.Status = provider.StatusInterrupted
+		res.Error = &provider.Error{Code: reason.EgressProxyUnavailable, Message: "the inference proxy ended while the turn ran: the sandbox has no network"}
 	}
 	if err == nil && res.Error != nil && res.Error.Code == reason.ProviderExited {
 		if msg := strings.TrimSpace(b.redact.String(stderr.String())); msg != "" {
