@@ -125,7 +125,10 @@ func TestProtectedSwapRace(t *testing.T) {
 					defer lwg.Done()
 					// Until that many launches ran: a refusal (the check met
 					// the symlink) is quick and says nothing of the mount.
-					for ran.Load() < launches && refused.Load() < 50*launches {
+					// Under load the swapper runs less often: go on (up to
+					// three times as many launches) until it swapped
+					// enough for the race to be met.
+					for (ran.Load() < launches || swaps.Load() < launches/4) && ran.Load() < 3*launches && refused.Load() < 50*launches {
 						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 						var out bytes.Buffer
 						rec := &fakeRecorder{}
