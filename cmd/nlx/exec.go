@@ -33,7 +33,9 @@ func newExecCmd(a *app) *cobra.Command {
 connection C, as the last apply left them in the state (never from a config
 directory): only the workspace (read-only or read-write by its policy),
 only C's credential home, only the workspace's skills, a private /tmp, new
-namespaces (and no network when egress is none), and the workspace's cgroup
+namespaces (no network when egress is none; with egress inference only the
+provider's inference endpoints, through a proxy of the launch's own that
+records every connection), and the workspace's cgroup
 limits. The process is recorded in the state before it runs and, once it
 exits, its whole tree is stopped and a stop receipt written. The exit code is
 CMD's. SIGINT (Ctrl-C), SIGTERM or SIGHUP to nlx exec stops the launch as
