@@ -57,13 +57,13 @@ func TestRealText(t *testing.T) {
 	if len(events) == 0 || events[0].Type != provider.EventSession || events[0].Session != res.Session {
 		t.Errorf("first event %+v: want the session %s", events, res.Session)
 	}
-	if n := len(h.of(provider.EventText)); n < 2 || h.texts() != res.Text {
-		t.Errorf("%d text events %q: want the text in deltas", n, h.texts())
+	if n := len(h.Of(provider.EventText)); n < 2 || h.Texts() != res.Text {
+		t.Errorf("%d text events %q: want the text in deltas", n, h.Texts())
 	}
-	if got := h.of(provider.EventReasoning); len(got) == 0 {
+	if got := h.Of(provider.EventReasoning); len(got) == 0 {
 		t.Errorf("no reasoning event")
 	}
-	if u := h.of(provider.EventUsage); len(u) != 1 || u[0].Usage.OutputTokens == 0 {
+	if u := h.Of(provider.EventUsage); len(u) != 1 || u[0].Usage.OutputTokens == 0 {
 		t.Errorf("usage events %+v", u)
 	}
 	for _, e := range events {
@@ -102,7 +102,7 @@ func TestRealCommand(t *testing.T) {
 				fakemodel.Reply{Steps: []fakemodel.Step{{Text: "done"}}})
 			turn := provider.Turn{Prompt: "make the marker", Policy: tt.policy}
 			p := startClaude(t, fake, "", "", turn)
-			h := &recorder{decide: tt.decide}
+			h := &recorder{Decide: tt.decide}
 			res, err := p.run(testCtx(t), turn, h)
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +124,7 @@ func TestRealCommand(t *testing.T) {
 			if made := err == nil; made != tt.made {
 				t.Errorf("marker made %v, want %v", made, tt.made)
 			}
-			starts, ends := h.of(provider.EventToolStart), h.of(provider.EventToolEnd)
+			starts, ends := h.Of(provider.EventToolStart), h.Of(provider.EventToolEnd)
 			if len(starts) != 1 || starts[0].Tool.Name != "Bash" || starts[0].Tool.Input != "touch marker" {
 				t.Errorf("tool starts %+v", starts)
 			}
@@ -202,7 +202,7 @@ func TestRealInterrupt(t *testing.T) {
 			defer cancel()
 			if tt.code == reason.TurnCancelled {
 				go func() {
-					for h.texts() != "partial answer" {
+					for h.Texts() != "partial answer" {
 						time.Sleep(5 * time.Millisecond)
 					}
 					cancel()
@@ -225,8 +225,8 @@ func TestRealInterrupt(t *testing.T) {
 			}
 			t.Logf("Run returned %v after the interrupt", late)
 			p.wait(t, true)
-			if len(h.of(provider.EventStale)) != 0 {
-				t.Errorf("stale %+v", h.of(provider.EventStale))
+			if len(h.Of(provider.EventStale)) != 0 {
+				t.Errorf("stale %+v", h.Of(provider.EventStale))
 			}
 			sent := p.tr.sent()
 			if len(sent) != 2 || sent[1]["type"] != "control_request" || sent[1]["request"].(map[string]any)["subtype"] != "interrupt" {
@@ -401,7 +401,7 @@ func TestRealRegistrationFlags(t *testing.T) {
 	p := startClaudeWith(t, fake, []string{"--print", "--output-format", "stream-json", "--verbose"}, turn)
 	h := &recorder{}
 	res, err := p.run(testCtx(t), turn, h)
-	if err != nil || res.Status != provider.StatusCompleted || res.Text != "fine" || len(h.of(provider.EventText)) == 0 {
+	if err != nil || res.Status != provider.StatusCompleted || res.Text != "fine" || len(h.Of(provider.EventText)) == 0 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	p.wait(t, false)

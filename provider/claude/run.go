@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -15,9 +14,6 @@ import (
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/provider"
 )
-
-// maxLine bounds one line of the program's output.
-const maxLine = 64 << 20
 
 // maxToolOutput bounds the output a tool event carries; maxToolInput the
 // short form of a tool's input.
@@ -44,12 +40,6 @@ func (a *Adapter) Run(ctx context.Context, p provider.Pipes, t provider.Turn, h 
 	return r.loop()
 }
 
-// inbound is one line of the program's output, or how its output ended.
-type inbound struct {
-	line []byte
-	err  error // io.EOF at the end
-}
-
 // run is one Run's state. Only its loop's goroutine touches it, but for
 // out (the writer), and mu's members (shared with the permission
 // requests in flight, wg).
@@ -57,8 +47,8 @@ type run struct {
 	ctx  context.Context
 	turn provider.Turn
 	h    provider.Handler
-	out  *writer
-	in   chan inbound
+	out  *provider.LineWriter
+	in   chan provider.Line
 	stop chan struct{} // closed when Run returns: the reader gives up
 
 	perms      context.Context // the permission requests'
@@ -96,10 +86,10 @@ type toolCall struct {
 }
 
 func newRun(ctx context.Context, p provider.Pipes, t provider.Turn, h provider.Handler) *run {
-	r := &run{ctx: ctx, turn: t, h: h, out: &writer{w: p.Stdin}, in: make(chan inbound, 64), stop: make(chan struct{}),
+	r := &run{ctx: ctx, turn: t, h: h, out: &provider.LineWriter{Name: "claude", W: p.Stdin}, in: make(chan provider.Line, 64), stop: make(chan struct{}),
 		asking: map[string]*asking{}, declined: map[string]bool{}, streamed: map[string]bool{}, tools: map[string]*toolCall{}}
 	r.perms, r.cancelPerm = context.WithCancel(ctx)
-	go read(p.Stdout, r.in, r.stop)
+	go provider.ReadLines(p.Stdout, r.in, r.stop)
 	return r
 }
 
@@ -110,84 +100,9 @@ func (r *run) close() {
 	r.cancelPerm()
 	r.wg.Wait()
 	close(r.stop)
-	r.out.close()
+	r.out.Close()
 	if r.grace != nil {
 		r.grace.Stop()
-	}
-}
-
-// read sends each line of out to in until out ends.
-func read(out io.Reader, in chan<- inbound, stop <-chan struct{}) {
-	send := func(v inbound) bool {
-		select {
-		case in <- v:
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	br := bufio.NewReaderSize(out, 64<<10)
-	for {
-		line, err := readLine(br)
-		if len(bytes.TrimSpace(line)) > 0 && !send(inbound{line: line}) {
-			return
-		}
-		if err != nil {
-			send(inbound{err: err})
-			return
-		}
-	}
-}
-
-// errLineTooLong is readLine's error for a line over maxLine.
-var errLineTooLong = errors.New("a line longer than 64 MiB")
-
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxLine {
-			return nil, errLineTooLong
-		}
-		if err != bufio.ErrBufferFull {
-			return line, err
-		}
-	}
-}
-
-// writer writes lines to the program's stdin, from any goroutine.
-type writer struct {
-	mu     sync.Mutex
-	w      io.WriteCloser
-	closed bool
-}
-
-var errStdinClosed = errors.New("claude: stdin is closed")
-
-func (w *writer) send(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("claude: encode: %w", err)
-	}
-	b = append(b, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return errStdinClosed
-	}
-	if _, err := w.w.Write(b); err != nil {
-		return fmt.Errorf("claude: write to stdin: %w", err)
-	}
-	return nil
-}
-
-func (w *writer) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.closed = true
-		w.w.Close()
 	}
 }
 
@@ -230,17 +145,17 @@ func (r *run) loop() (provider.Result, error) {
 		return r.interrupted().res, nil // nothing sent
 	}
 	// A failed write means the program is gone: its stdout ends next.
-	_ = r.out.send(userLine{Type: lineUser, Message: userMessage{Role: "user", Content: r.turn.Prompt}})
+	_ = r.out.Send(userLine{Type: lineUser, Message: userMessage{Role: "user", Content: r.turn.Prompt}})
 	done := r.ctx.Done()
 	var grace <-chan time.Time
 	for {
 		var o *outcome
 		select {
 		case in := <-r.in:
-			if in.err != nil {
-				o = r.ended(in.err)
+			if in.Err != nil {
+				o = r.ended(in.Err)
 			} else {
-				o = r.handle(in.line)
+				o = r.handle(in.Bytes)
 			}
 		case <-done:
 			done = nil
@@ -263,7 +178,7 @@ func (r *run) cancel() {
 	r.canceled = true
 	r.snapshot = r.text.String()
 	r.nextID++
-	_ = r.out.send(controlRequestLine{Type: lineControlRequest, RequestID: fmt.Sprintf("nlx-%d", r.nextID),
+	_ = r.out.Send(controlRequestLine{Type: lineControlRequest, RequestID: fmt.Sprintf("nlx-%d", r.nextID),
 		Request: controlRequestOut{Subtype: controlInterrupt}})
 	r.grace = time.NewTimer(provider.Grace)
 }
@@ -273,7 +188,7 @@ func (r *run) ended(err error) *outcome {
 	if r.canceled {
 		return r.interrupted()
 	}
-	if errors.Is(err, errLineTooLong) {
+	if errors.Is(err, provider.ErrLineTooLong) {
 		return r.failed(reason.ProviderProtocol, "claude sent %v", err)
 	}
 	what := "exited before it ended the turn"
@@ -551,7 +466,7 @@ func (r *run) serve(id string, raw json.RawMessage) {
 
 // refuse answers a control request with an error.
 func (r *run) refuse(id, msg string) {
-	_ = r.out.send(controlResponseLine{Type: lineControlResponse, Response: controlResponse{Subtype: "error", RequestID: id, Error: msg}})
+	_ = r.out.Send(controlResponseLine{Type: lineControlResponse, Response: controlResponse{Subtype: "error", RequestID: id, Error: msg}})
 }
 
 // permissionOf is the request as nlx asks it.
@@ -632,7 +547,7 @@ func (r *run) ask(id string, req controlRequest) {
 			}
 			answer = permissionDeny{Behavior: behaviorDeny, Message: msg}
 		}
-		_ = r.out.send(controlResponseLine{Type: lineControlResponse, Response: controlResponse{Subtype: controlOK, RequestID: id, Response: answer}})
+		_ = r.out.Send(controlResponseLine{Type: lineControlResponse, Response: controlResponse{Subtype: controlOK, RequestID: id, Response: answer}})
 	}()
 }
 

@@ -123,10 +123,10 @@ func TestReplay(t *testing.T) {
 			if r.err != nil || r.res.Status != provider.StatusCompleted || r.res.Text != want || r.res.Error != nil {
 				t.Errorf("result %+v, %v", r.res, r.err)
 			}
-			if h.texts() != want || len(h.of(provider.EventText)) < 2 {
-				t.Errorf("text events %q", h.texts())
+			if h.Texts() != want || len(h.Of(provider.EventText)) < 2 {
+				t.Errorf("text events %q", h.Texts())
 			}
-			if got := h.of(provider.EventReasoning); len(got) == 0 {
+			if got := h.Of(provider.EventReasoning); len(got) == 0 {
 				t.Errorf("no reasoning event")
 			}
 			ev := h.Events()
@@ -148,7 +148,7 @@ func TestReplay(t *testing.T) {
 				asked[0].Cwd != want.Cwd || asked[0].Paths != nil {
 				t.Errorf("asked %+v, want %+v", asked, want)
 			}
-			ends := h.of(provider.EventToolEnd)
+			ends := h.Of(provider.EventToolEnd)
 			if len(ends) != 1 || ends[0].Tool.Status != provider.ToolDeclined || ends[0].Tool.Output != "no" || ends[0].Tool.Input != "touch marker" {
 				t.Errorf("tool ends %+v", ends)
 			}
@@ -186,7 +186,7 @@ func TestReplay(t *testing.T) {
 				t.Errorf("reason %q", a[2].Reason)
 			}
 			var names []string
-			for _, e := range h.of(provider.EventToolEnd) {
+			for _, e := range h.Of(provider.EventToolEnd) {
 				names = append(names, e.Tool.Name+":"+string(e.Tool.Status))
 			}
 			if !slices.Equal(names, []string{"Write:completed", "Edit:completed", "Read:completed"}) {
@@ -198,8 +198,8 @@ func TestReplay(t *testing.T) {
 				r.res.Text != "partial answer" || r.res.Session == "" {
 				t.Fatalf("result %+v (error %+v), %v", r.res, r.res.Error, r.err)
 			}
-			if len(h.of(provider.EventStale)) != 0 {
-				t.Errorf("stale %+v: the error result is no completion", h.of(provider.EventStale))
+			if len(h.Of(provider.EventStale)) != 0 {
+				t.Errorf("stale %+v: the error result is no completion", h.Of(provider.EventStale))
 			}
 			if r.res.Usage.InputTokens == 0 {
 				t.Errorf("usage %+v: the result's is all zero, the stream's stands", r.res.Usage)
@@ -212,11 +212,11 @@ func TestReplay(t *testing.T) {
 			if r.res.Text != "Hello from the f" {
 				t.Errorf("result text %q, want what came before the interrupt", r.res.Text)
 			}
-			stale := h.of(provider.EventStale)
+			stale := h.Of(provider.EventStale)
 			if len(stale) != 1 || stale[0].Text != "Hello from the fake model, in several deltas." {
 				t.Errorf("stale events %+v, want the completed text once", stale)
 			}
-			if got := h.texts(); got != "Hello from the f" {
+			if got := h.Texts(); got != "Hello from the f" {
 				t.Errorf("text events %q: what came after the interrupt is stale, not text", got)
 			}
 			if r.took > provider.Grace {
@@ -266,8 +266,8 @@ func TestReplay(t *testing.T) {
 			name += "/resume"
 		}
 		t.Run(name, func(t *testing.T) {
-			h := &recorder{decide: tt.decide}
-			r := replay(t, readTranscript(t, filepath.Join("testdata/transcripts", tt.file)), tt.turn, h, h.texts)
+			h := &recorder{Decide: tt.decide}
+			r := replay(t, readTranscript(t, filepath.Join("testdata/transcripts", tt.file)), tt.turn, h, h.Texts)
 			if len(r.sent) != 0 {
 				t.Errorf("the adapter sent more than the transcript: %q", r.sent)
 			}
@@ -300,7 +300,7 @@ func TestReplayProtocolErrors(t *testing.T) {
 			}
 			entries = append(entries, entry{Dir: eofHere})
 			h := &recorder{}
-			r := replay(t, entries, fixtureTurn("x"), h, h.texts)
+			r := replay(t, entries, fixtureTurn("x"), h, h.Texts)
 			if r.err != nil || r.res.Status != provider.StatusFailed || r.res.Error == nil || r.res.Error.Code != tt.code {
 				t.Errorf("result %+v (error %+v), %v: want %s", r.res, r.res.Error, r.err, tt.code)
 			}
@@ -320,7 +320,7 @@ func TestReplayWithdrawn(t *testing.T) {
 		{Dir: fromClaude, Msg: json.RawMessage(`{"type":"result","subtype":"success","is_error":false,"result":"fine","session_id":"s1"}`)},
 	}
 	h := &blockingHandler{recorder: &recorder{}, asked: make(chan struct{}, 1)}
-	r := replay(t, entries, fixtureTurn("x"), h, h.texts)
+	r := replay(t, entries, fixtureTurn("x"), h, h.Texts)
 	if r.err != nil || r.res.Status != provider.StatusCompleted || r.res.Text != "fine" || r.res.Session != "s1" {
 		t.Errorf("result %+v, %v", r.res, r.err)
 	}

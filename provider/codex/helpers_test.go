@@ -3,9 +3,7 @@ package codex
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,71 +15,13 @@ import (
 	"github.com/nlx-dev/nlx/internal/fakemodel"
 	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/provider"
+	"github.com/nlx-dev/nlx/provider/providertest"
 )
 
-// recorder is a test Handler: it records every event and permission
-// request, and decides each request with decide (nil denies).
-type recorder struct {
-	decide func(provider.Permission) provider.Decision
+// recorder is the conformance suite's Handler; allow and deny decide.
+type recorder = providertest.Recorder
 
-	mu     sync.Mutex
-	events []provider.Event
-	asked  []provider.Permission
-}
-
-func (r *recorder) Event(e provider.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) Permission(ctx context.Context, p provider.Permission) (provider.Decision, error) {
-	r.mu.Lock()
-	r.asked = append(r.asked, p)
-	decide := r.decide
-	r.mu.Unlock()
-	if decide == nil {
-		return provider.Decision{Allow: false, By: "test"}, nil
-	}
-	return decide(p), nil
-}
-
-func (r *recorder) Events() []provider.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]provider.Event(nil), r.events...)
-}
-
-func (r *recorder) Asked() []provider.Permission {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]provider.Permission(nil), r.asked...)
-}
-
-// of returns the events of type typ.
-func (r *recorder) of(typ provider.EventType) []provider.Event {
-	var out []provider.Event
-	for _, e := range r.Events() {
-		if e.Type == typ {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// texts is the concatenation of the text events.
-func (r *recorder) texts() string {
-	var b strings.Builder
-	for _, e := range r.of(provider.EventText) {
-		b.WriteString(e.Text)
-	}
-	return b.String()
-}
-
-func allow(provider.Permission) provider.Decision { return provider.Decision{Allow: true, By: "test"} }
-func deny(provider.Permission) provider.Decision {
-	return provider.Decision{Allow: false, By: "test", Reason: "no"}
-}
+var allow, deny = providertest.Allow, providertest.Deny
 
 // transcript records both directions of a session, line by line.
 type transcript struct {
@@ -142,40 +82,6 @@ func (tr *transcript) sentMethods() []string {
 	return out
 }
 
-// lineTap calls add for every complete line written through it.
-type lineTap struct {
-	mu  sync.Mutex
-	buf []byte
-	add func([]byte)
-}
-
-func (l *lineTap) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		l.add(l.buf[:i])
-		l.buf = l.buf[i+1:]
-	}
-}
-
-// tappedStdin is the program's stdin, recording every line written.
-type tappedStdin struct {
-	w   io.WriteCloser
-	tap *lineTap
-}
-
-func (s *tappedStdin) Write(p []byte) (int, error) {
-	s.tap.Write(p)
-	return s.w.Write(p)
-}
-
-func (s *tappedStdin) Close() error { return s.w.Close() }
-
 // codexProc is a real `codex app-server`, driven directly (no sandbox).
 type codexProc struct {
 	cmd    *exec.Cmd
@@ -219,9 +125,7 @@ func startCodex(t testing.TB, fake *fakemodel.Server, home, cwd string, turn pro
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	outTap := &lineTap{add: func(b []byte) { p.tr.add(fromCodex, b) }}
-	inTap := &lineTap{add: func(b []byte) { p.tr.add(fromNLX, b) }}
-	p.pipes = provider.Pipes{Stdin: &tappedStdin{w: stdin, tap: inTap}, Stdout: io.TeeReader(stdout, outTap)}
+	p.pipes = providertest.Tap(stdin, stdout, func(b []byte) { p.tr.add(fromNLX, b) }, func(b []byte) { p.tr.add(fromCodex, b) })
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			p.cmd.Process.Kill()

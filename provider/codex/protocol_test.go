@@ -120,8 +120,8 @@ func TestSyntheticTranscripts(t *testing.T) {
 				})
 			},
 			check: func(t *testing.T, r replayed, h *recorder) {
-				if got := h.texts(); got != "whole message" || len(h.of(provider.EventText)) != 1 {
-					t.Errorf("text events %+v", h.of(provider.EventText))
+				if got := h.Texts(); got != "whole message" || len(h.Of(provider.EventText)) != 1 {
+					t.Errorf("text events %+v", h.Of(provider.EventText))
 				}
 			}},
 		{name: "text only in turn/completed's items", status: provider.StatusCompleted, text: "from the items",
@@ -166,7 +166,7 @@ func TestSyntheticTranscripts(t *testing.T) {
 				if r.res.Usage.InputTokens != 130 || r.res.Usage.OutputTokens != 13 {
 					t.Errorf("usage %+v, want 130 in, 13 out", r.res.Usage)
 				}
-				if n := len(h.of(provider.EventUsage)); n != 2 {
+				if n := len(h.Of(provider.EventUsage)); n != 2 {
 					t.Errorf("%d usage events, want 2", n)
 				}
 			}},

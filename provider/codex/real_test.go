@@ -91,27 +91,27 @@ func TestTextTurn(t *testing.T) {
 			if res.Text != tt.wantText {
 				t.Errorf("text %q, want %q", res.Text, tt.wantText)
 			}
-			if got := h.texts(); got != res.Text {
+			if got := h.Texts(); got != res.Text {
 				t.Errorf("the text events make %q, the result says %q", got, res.Text)
 			}
-			if n := len(h.of(provider.EventText)); len(tt.wantText) > 8 && n < 2 {
+			if n := len(h.Of(provider.EventText)); len(tt.wantText) > 8 && n < 2 {
 				t.Errorf("%d text events, want the deltas", n)
 			}
-			sessions := h.of(provider.EventSession)
+			sessions := h.Of(provider.EventSession)
 			if len(sessions) != 1 || sessions[0].Session == "" || sessions[0].Session != res.Session {
 				t.Errorf("session events %+v, result session %q: want one, the result's", sessions, res.Session)
 			}
-			if res.Usage.InputTokens <= 0 || res.Usage.OutputTokens <= 0 || len(h.of(provider.EventUsage)) == 0 {
-				t.Errorf("usage %+v (%d usage events), want some", res.Usage, len(h.of(provider.EventUsage)))
+			if res.Usage.InputTokens <= 0 || res.Usage.OutputTokens <= 0 || len(h.Of(provider.EventUsage)) == 0 {
+				t.Errorf("usage %+v (%d usage events), want some", res.Usage, len(h.Of(provider.EventUsage)))
 			}
 			var reasoning strings.Builder
-			for _, e := range h.of(provider.EventReasoning) {
+			for _, e := range h.Of(provider.EventReasoning) {
 				reasoning.WriteString(e.Text)
 			}
 			if reasoning.String() != tt.reasoning {
 				t.Errorf("reasoning %q, want %q", reasoning.String(), tt.reasoning)
 			}
-			if len(h.of(provider.EventResult)) != 0 {
+			if len(h.Of(provider.EventResult)) != 0 {
 				t.Errorf("the adapter emitted a result event: Run returns it")
 			}
 			want := []string{"initialize", "initialized", "thread/start", "turn/start"}
@@ -174,7 +174,7 @@ func TestToolCalls(t *testing.T) {
 			t.Parallel()
 			fake := startFake(t)
 			fake.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Command: tt.command}}}, fakemodel.Reply{Steps: []fakemodel.Step{{Text: "done"}}})
-			h := &recorder{decide: tt.decide}
+			h := &recorder{Decide: tt.decide}
 			cwd := t.TempDir()
 			res, err, _ := runTurn(t, context.Background(), fake, "", provider.Turn{Prompt: "make the file", Cwd: cwd, Policy: tt.policy}, h)
 			if err != nil {
@@ -205,7 +205,7 @@ func TestToolCalls(t *testing.T) {
 			if got := statErr == nil; got != tt.wantFile {
 				t.Errorf("%s exists: %v, want %v", tt.file, got, tt.wantFile)
 			}
-			starts, ends := h.of(provider.EventToolStart), h.of(provider.EventToolEnd)
+			starts, ends := h.Of(provider.EventToolStart), h.Of(provider.EventToolEnd)
 			if len(starts) != 1 || len(ends) != 1 || starts[0].Tool.Name != tt.tool || ends[0].Tool.ID != starts[0].Tool.ID {
 				t.Fatalf("tool events start %+v end %+v, want one of %s each", starts, ends, tt.tool)
 			}
@@ -227,7 +227,7 @@ func TestSecretNotInCommands(t *testing.T) {
 	fake := startFake(t)
 	fake.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Command: "env > E"}}}, fakemodel.Reply{Steps: []fakemodel.Step{{Text: "done"}}})
 	cwd := t.TempDir()
-	res, err, _ := runTurn(t, context.Background(), fake, "", provider.Turn{Prompt: "env", Cwd: cwd, Policy: provider.WorkspaceWrite}, &recorder{decide: allow})
+	res, err, _ := runTurn(t, context.Background(), fake, "", provider.Turn{Prompt: "env", Cwd: cwd, Policy: provider.WorkspaceWrite}, &recorder{Decide: allow})
 	if err != nil || res.Status != provider.StatusCompleted {
 		t.Fatalf("result %+v, %v", res, err)
 	}
@@ -294,8 +294,8 @@ func TestInterrupt(t *testing.T) {
 					t.Errorf("Run returned %v after the cancel, want promptly", d)
 				}
 			}
-			if strings.Contains(res.Text, "never sent") || len(h.of(provider.EventStale)) != 0 {
-				t.Errorf("result text %q, stale %+v", res.Text, h.of(provider.EventStale))
+			if strings.Contains(res.Text, "never sent") || len(h.Of(provider.EventStale)) != 0 {
+				t.Errorf("result text %q, stale %+v", res.Text, h.Of(provider.EventStale))
 			}
 			if res.Session == "" {
 				t.Errorf("no session in %+v", res)
@@ -380,7 +380,7 @@ func TestResume(t *testing.T) {
 	if second.Usage.InputTokens <= 0 || second.Usage.InputTokens > first.Usage.InputTokens*3 {
 		t.Errorf("second usage %+v (first %+v)", second.Usage, first.Usage)
 	}
-	if s := h.of(provider.EventSession); len(s) != 1 || s[0].Session != first.Session {
+	if s := h.Of(provider.EventSession); len(s) != 1 || s[0].Session != first.Session {
 		t.Errorf("session events %+v", s)
 	}
 }

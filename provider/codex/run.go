@@ -1,8 +1,6 @@
 package codex
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,9 +13,6 @@ import (
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/provider"
 )
-
-// maxLine bounds one line of the server's output.
-const maxLine = 64 << 20
 
 // maxToolOutput bounds the output a tool event carries.
 const maxToolOutput = 64 << 10
@@ -47,12 +42,6 @@ const (
 	phaseTurn                    // the turn runs
 )
 
-// inbound is one line of the server's output, or how its output ended.
-type inbound struct {
-	line []byte
-	err  error // io.EOF at the end
-}
-
 // run is one Run's state. Only its loop's goroutine touches it but for
 // out (the writer) and wg (permission requests in flight).
 type run struct {
@@ -60,8 +49,8 @@ type run struct {
 	adapter *Adapter
 	turn    provider.Turn
 	h       provider.Handler
-	out     *writer
-	in      chan inbound
+	out     *provider.LineWriter
+	in      chan provider.Line
 	stop    chan struct{} // closed when Run returns: the reader gives up
 
 	perms      context.Context // the permission requests'
@@ -102,14 +91,14 @@ type toolItem struct {
 }
 
 func newRun(ctx context.Context, a *Adapter, p provider.Pipes, t provider.Turn, h provider.Handler) *run {
-	r := &run{ctx: ctx, adapter: a, turn: t, h: h, out: &writer{w: p.Stdin}, in: make(chan inbound, 64),
+	r := &run{ctx: ctx, adapter: a, turn: t, h: h, out: &provider.LineWriter{Name: "codex", W: p.Stdin}, in: make(chan provider.Line, 64),
 		stop: make(chan struct{}), pending: map[int64]method{}, textByID: map[string]*agentText{},
 		tools: map[string]*toolItem{}, policy: approvalNever}
 	if t.Policy.Asks() {
 		r.policy = approvalUntrusted
 	}
 	r.perms, r.cancelPerm = context.WithCancel(ctx)
-	go read(p.Stdout, r.in, r.stop)
+	go provider.ReadLines(p.Stdout, r.in, r.stop)
 	return r
 }
 
@@ -120,83 +109,7 @@ func (r *run) close() {
 	r.cancelPerm()
 	r.wg.Wait()
 	close(r.stop)
-	r.out.close()
-}
-
-// read sends each line of out to in until out ends.
-func read(out io.Reader, in chan<- inbound, stop <-chan struct{}) {
-	send := func(v inbound) bool {
-		select {
-		case in <- v:
-			return true
-		case <-stop:
-			return false
-		}
-	}
-	br := bufio.NewReaderSize(out, 64<<10)
-	for {
-		line, err := readLine(br)
-		if len(bytes.TrimSpace(line)) > 0 && !send(inbound{line: line}) {
-			return
-		}
-		if err != nil {
-			send(inbound{err: err})
-			return
-		}
-	}
-}
-
-// errLineTooLong is readLine's error for a line over maxLine.
-var errLineTooLong = errors.New("a line longer than 64 MiB")
-
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxLine {
-			return nil, errLineTooLong
-		}
-		if err != bufio.ErrBufferFull {
-			return line, err
-		}
-	}
-}
-
-// writer writes messages to the program's stdin, one line each, from any
-// goroutine.
-type writer struct {
-	mu     sync.Mutex
-	w      io.WriteCloser
-	closed bool
-}
-
-var errStdinClosed = errors.New("codex: stdin is closed")
-
-func (w *writer) send(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("codex: encode: %w", err)
-	}
-	b = append(b, '\n')
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return errStdinClosed
-	}
-	if _, err := w.w.Write(b); err != nil {
-		return fmt.Errorf("codex: write to stdin: %w", err)
-	}
-	return nil
-}
-
-func (w *writer) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.closed = true
-		w.w.Close()
-	}
+	r.out.Close()
 }
 
 // call sends a request; its response comes to the loop.
@@ -204,7 +117,7 @@ func (r *run) call(m method, params any) {
 	r.nextID++
 	r.pending[r.nextID] = m
 	// A failed write means the program is gone: its stdout ends next.
-	_ = r.out.send(request{Method: m, ID: r.nextID, Params: params})
+	_ = r.out.Send(request{Method: m, ID: r.nextID, Params: params})
 }
 
 // outcome ends the loop: a result, or Run's error.
@@ -269,10 +182,10 @@ func (r *run) loop() (provider.Result, error) {
 		var o *outcome
 		select {
 		case in := <-r.in:
-			if in.err != nil {
-				o = r.ended(in.err)
+			if in.Err != nil {
+				o = r.ended(in.Err)
 			} else {
-				o = r.handle(in.line)
+				o = r.handle(in.Bytes)
 			}
 		case <-done:
 			done = nil
@@ -317,7 +230,7 @@ func (r *run) ended(err error) *outcome {
 	if r.canceled {
 		return r.interrupted()
 	}
-	if errors.Is(err, errLineTooLong) {
+	if errors.Is(err, provider.ErrLineTooLong) {
 		return r.protocol("sent %v", err)
 	}
 	what := "exited before it ended the turn"
@@ -368,7 +281,7 @@ func (r *run) answered(m message) *outcome {
 		if m.Error != nil {
 			return r.failed(reason.ProviderError, "codex refused initialize: %v", m.Error)
 		}
-		_ = r.out.send(notification{Method: methodInitialized})
+		_ = r.out.Send(notification{Method: methodInitialized})
 		r.phase = phaseThread
 		if r.turn.Resume != "" {
 			r.call(methodThreadResume, threadResumeParams{ThreadID: r.turn.Resume, Cwd: r.turn.Cwd, ApprovalPolicy: r.policy,
@@ -740,15 +653,15 @@ func (r *run) serve(m message) {
 		r.ask(m.ID, perm)
 	case requestPermissions:
 		// Wider sandbox permissions: nlx's sandbox is fixed for the turn.
-		_ = r.out.send(response{ID: m.ID, Result: permissionsResponse{Scope: grantTurn}})
+		_ = r.out.Send(response{ID: m.ID, Result: permissionsResponse{Scope: grantTurn}})
 	case requestElicitation:
-		_ = r.out.send(response{ID: m.ID, Result: elicitationResponse{Action: elicitationDecline}})
+		_ = r.out.Send(response{ID: m.ID, Result: elicitationResponse{Action: elicitationDecline}})
 	case requestDynamicToolCall:
-		_ = r.out.send(response{ID: m.ID, Result: dynamicToolResponse{ContentItems: []struct{}{}, Success: false}})
+		_ = r.out.Send(response{ID: m.ID, Result: dynamicToolResponse{ContentItems: []struct{}{}, Success: false}})
 	case requestLegacyPatch, requestLegacyExec:
 		var d legacyDenied
 		d.Denied.Rejection = "nlx answers approvals through item/*/requestApproval only"
-		_ = r.out.send(response{ID: m.ID, Result: legacyApprovalResponse{Decision: d}})
+		_ = r.out.Send(response{ID: m.ID, Result: legacyApprovalResponse{Decision: d}})
 	default:
 		// The model's questions to a user (requestUserInput), ChatGPT
 		// token refreshes, attestations and whatever a later version
@@ -766,7 +679,7 @@ func deref(s *string) string {
 
 // refuse answers a request with a JSON-RPC error.
 func (r *run) refuse(id json.RawMessage, code int64, msg string) {
-	_ = r.out.send(response{ID: id, Error: &rpcError{Code: code, Message: msg}})
+	_ = r.out.Send(response{ID: id, Error: &rpcError{Code: code, Message: msg}})
 }
 
 // ask routes an approval request to the handler and answers it with the
@@ -780,6 +693,6 @@ func (r *run) ask(id json.RawMessage, p provider.Permission) {
 		if err == nil && d.Allow {
 			answer = decisionAccept
 		}
-		_ = r.out.send(response{ID: id, Result: approvalResponse{Decision: answer}})
+		_ = r.out.Send(response{ID: id, Result: approvalResponse{Decision: answer}})
 	}()
 }

@@ -88,7 +88,7 @@ func replay(t *testing.T, entries []entry, turn provider.Turn, h *recorder) repl
 			}
 		case cancelHere:
 			deadline := time.Now().Add(5 * time.Second)
-			for !strings.HasSuffix(h.texts(), e.AfterText) && time.Now().Before(deadline) {
+			for !strings.HasSuffix(h.Texts(), e.AfterText) && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
 			cancel()
@@ -196,11 +196,11 @@ func TestReplay(t *testing.T) {
 			if r.res.Text != "partial answer" {
 				t.Errorf("result text %q, want what came before the interrupt", r.res.Text)
 			}
-			stale := h.of(provider.EventStale)
+			stale := h.Of(provider.EventStale)
 			if len(stale) != 1 || stale[0].Text != "partial answer and the rest" {
 				t.Errorf("stale events %+v, want the completed text once", stale)
 			}
-			if got := h.texts(); got != "partial answer" {
+			if got := h.Texts(); got != "partial answer" {
 				t.Errorf("text events %q: what came after the interrupt is stale, not text", got)
 			}
 		}},
@@ -215,7 +215,7 @@ func TestReplay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			h := &recorder{decide: tt.decide}
+			h := &recorder{Decide: tt.decide}
 			r := replay(t, readTranscript(t, filepath.Join("testdata/transcripts", tt.file)), fixtureTurn(tt.prompt), h)
 			if len(r.sent) != 0 {
 				t.Errorf("the adapter sent more than the transcript: %q", r.sent)

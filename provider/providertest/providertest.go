@@ -32,9 +32,10 @@ type Harness struct {
 }
 
 // Recorder is a provider.Handler that records what the adapter did and
-// decides permissions with Decide (deny when nil).
+// decides each permission request with Decide (nil denies). The adapters'
+// own tests use it too.
 type Recorder struct {
-	Decide func(provider.Permission) bool
+	Decide func(provider.Permission) provider.Decision
 
 	mu     sync.Mutex
 	events []provider.Event
@@ -52,9 +53,12 @@ func (r *Recorder) Event(e provider.Event) {
 func (r *Recorder) Permission(ctx context.Context, p provider.Permission) (provider.Decision, error) {
 	r.mu.Lock()
 	r.asked = append(r.asked, p)
+	decide := r.Decide
 	r.mu.Unlock()
-	allow := r.Decide != nil && r.Decide(p)
-	return provider.Decision{Allow: allow, By: "test", Reason: "decided by the conformance suite"}, nil
+	if decide == nil {
+		return provider.Decision{Allow: false, By: "test"}, nil
+	}
+	return decide(p), nil
 }
 
 // Events returns the events recorded so far.
@@ -71,15 +75,35 @@ func (r *Recorder) Asked() []provider.Permission {
 	return append([]provider.Permission(nil), r.asked...)
 }
 
-// Count is the number of events of type typ.
-func (r *Recorder) Count(typ provider.EventType) int {
-	n := 0
+// Of returns the events of type typ.
+func (r *Recorder) Of(typ provider.EventType) []provider.Event {
+	var out []provider.Event
 	for _, e := range r.Events() {
 		if e.Type == typ {
-			n++
+			out = append(out, e)
 		}
 	}
-	return n
+	return out
+}
+
+// Count is the number of events of type typ.
+func (r *Recorder) Count(typ provider.EventType) int { return len(r.Of(typ)) }
+
+// Texts is the concatenation of the text events.
+func (r *Recorder) Texts() string {
+	var b strings.Builder
+	for _, e := range r.Of(provider.EventText) {
+		b.WriteString(e.Text)
+	}
+	return b.String()
+}
+
+// Allow and Deny are Decide functions.
+func Allow(provider.Permission) provider.Decision { return provider.Decision{Allow: true, By: "test"} }
+
+// Deny denies, saying no.
+func Deny(provider.Permission) provider.Decision {
+	return provider.Decision{Allow: false, By: "test", Reason: "no"}
 }
 
 // bogusSession is a well-formed session handle no provider has.
@@ -146,7 +170,7 @@ func Run(t *testing.T, h Harness) {
 			marker := filepath.Join(e.cwd, "denied-marker")
 			e.model.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Command: "touch denied-marker"}}},
 				fakemodel.Reply{Steps: []fakemodel.Step{{Text: "I could not run it."}}})
-			rec := &Recorder{Decide: func(provider.Permission) bool { return false }}
+			rec := &Recorder{Decide: Deny}
 			res, err := e.turn(t, context.Background(), provider.Turn{Prompt: "make the marker", Policy: provider.WorkspaceWrite}, rec)
 			if err != nil {
 				t.Fatal(err)
@@ -165,7 +189,7 @@ func Run(t *testing.T, h Harness) {
 		{"allowed command runs in the workspace", func(t *testing.T, e *env) {
 			e.model.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Command: "touch allowed-marker"}}},
 				fakemodel.Reply{Steps: []fakemodel.Step{{Text: "Done."}}})
-			rec := &Recorder{Decide: func(provider.Permission) bool { return true }}
+			rec := &Recorder{Decide: Allow}
 			res, err := e.turn(t, context.Background(), provider.Turn{Prompt: "make the marker", Policy: provider.WorkspaceWrite}, rec)
 			if err != nil {
 				t.Fatal(err)
