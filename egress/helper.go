@@ -58,8 +58,10 @@ const (
 
 // ProxyEnv are the variables that send a provider through the bridge:
 // each is honoured by the pinned Codex (HTTP_PROXY, http_proxy, ALL_PROXY,
-// all_proxy for http; HTTPS_PROXY for https) or Claude Code (all six), as
-// the fake model saw their requests come through the proxy.
+// all_proxy for http; HTTPS_PROXY for https) or Claude Code (each of the
+// five tried alone: HTTP_PROXY, http_proxy, ALL_PROXY, HTTPS_PROXY,
+// https_proxy), as the fake model saw their requests come through the
+// proxy; all_proxy is set for the tools they start.
 func ProxyEnv() map[string]string {
 	url := "http://" + BridgeAddr
 	return map[string]string{
