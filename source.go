@@ -23,6 +23,7 @@ import "embed"
 //go:embed provider/*.go provider/codex/*.go provider/claude/*.go
 //go:embed reconcile/*.go
 //go:embed schema/*.go schema/schema.cue
+//go:embed serve/*.go
 //go:embed state/*.go state/migrations/*.sql
 //go:embed turn/*.go
 var Source embed.FS

@@ -35,8 +35,13 @@ type Receipt struct {
 	Terminated int     `json:"terminated"` // processes sent SIGTERM
 	Killed     int     `json:"killed"`     // processes sent SIGKILL
 	// CgroupRemoved: the launch cgroup was confirmed empty and removed.
-	CgroupRemoved bool      `json:"cgroup_removed"`
-	Stopped       time.Time `json:"stopped"`
+	CgroupRemoved bool `json:"cgroup_removed"`
+	// Started is the identity's: the process the receipt releases, by
+	// its pid's start time (field 22 of /proc/PID/stat) and when it began.
+	PID       int       `json:"pid"`
+	PIDStart  string    `json:"pid_start"`
+	StartedAt time.Time `json:"started_at"`
+	Stopped   time.Time `json:"stopped"`
 }
 
 // Stop ends the launch rec names and hands the receipt to recorder, which
@@ -64,7 +69,7 @@ func Stop(ctx context.Context, rec Identity, grace time.Duration, recorder Recor
 	if rec.Host != me.Host {
 		return nil, fmt.Errorf("stop %s: launched on host %s, this is %s", rec.LaunchID, rec.Host, me.Host)
 	}
-	r := &Receipt{LaunchID: rec.LaunchID}
+	r := &Receipt{LaunchID: rec.LaunchID, PID: rec.PID, PIDStart: rec.Start, StartedAt: rec.Started}
 	if rec.Boot != me.Boot {
 		r.Outcome = OutcomeRebooted
 	} else {

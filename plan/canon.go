@@ -42,6 +42,12 @@ func canonical(p *Plan) ([]byte, error) {
 	if b, err = small(b, p.Unknowns); err != nil {
 		return nil, err
 	}
+	if len(p.UnknownClaims) > 0 {
+		b = append(b, `,"unknown_claims":`...)
+		if b, err = small(b, p.UnknownClaims); err != nil {
+			return nil, err
+		}
+	}
 	b = append(b, `,"changes":`...)
 	if p.Changes == nil {
 		b = append(b, "null"...)

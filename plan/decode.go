@@ -19,6 +19,7 @@ type envelope struct {
 	State         StateRef        `json:"state"`
 	Inputs        Inputs          `json:"inputs"`
 	Unknowns      []Unknown       `json:"unknown_outcomes"`
+	UnknownClaims []UnknownClaim  `json:"unknown_claims,omitempty"`
 	Changes       json.RawMessage `json:"changes"`
 	Summary       Summary         `json:"summary"`
 	PlanHash      string          `json:"plan_hash"`
@@ -81,7 +82,7 @@ func decodePlan(data []byte) (*Plan, error) {
 
 func (e *envelope) plan() *Plan {
 	return &Plan{FormatVersion: e.FormatVersion, NlxVersion: e.NlxVersion, Actor: e.Actor, State: e.State,
-		Inputs: e.Inputs, Unknowns: e.Unknowns, Summary: e.Summary, PlanHash: e.PlanHash}
+		Inputs: e.Inputs, Unknowns: e.Unknowns, UnknownClaims: e.UnknownClaims, Summary: e.Summary, PlanHash: e.PlanHash}
 }
 
 // decodeChanges decodes the elements of the changes array in parallel.

@@ -162,6 +162,20 @@ type Unknown struct {
 	At      string `json:"at"` // when it was dispatched
 }
 
+// UnknownClaim is an occurrence of a job whose outcome nobody knows: it was
+// dispatched and its process is gone without a recorded end. It is never
+// run again, holds its conversation's workflow lock, and every change to
+// the job, its workspace or its connection carries unknown_claim until
+// `nlx resolve claim` records what happened.
+type UnknownClaim struct {
+	ID          string `json:"id"`
+	Job         string `json:"job"`
+	Workspace   string `json:"workspace"`
+	Connection  string `json:"connection"`
+	ScheduledAt string `json:"scheduled_at"`
+	At          string `json:"at"` // when it was dispatched
+}
+
 // Plan is a saved plan: everything apply needs, bound to the state and the
 // config it was made from.
 type Plan struct {
@@ -173,8 +187,12 @@ type Plan struct {
 	// Unknowns are the unresolved unknown outcomes in the state at plan
 	// time; every change touching one carries unknown_claim.
 	Unknowns []Unknown `json:"unknown_outcomes"`
-	Changes  []Change  `json:"changes"`
-	Summary  Summary   `json:"summary"`
+	// UnknownClaims are the job occurrences nobody knows the outcome of
+	// (nlx serve's claims); every change touching one carries
+	// unknown_claim. Absent when there are none.
+	UnknownClaims []UnknownClaim `json:"unknown_claims,omitempty"`
+	Changes       []Change       `json:"changes"`
+	Summary       Summary        `json:"summary"`
 	// PlanHash is "sha256:" and the hex SHA-256 of the plan's canonical
 	// encoding with PlanHash empty. It must stay the last field (see Encode).
 	PlanHash string `json:"plan_hash"`

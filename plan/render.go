@@ -50,6 +50,11 @@ func resolveCommand(address string) string {
 	return fmt.Sprintf("nlx resolve %s --outcome applied|not-applied --actor NAME --reason TEXT", address)
 }
 
+// resolveClaimCommand is the command that resolves an unknown claim.
+func resolveClaimCommand(id string) string {
+	return fmt.Sprintf("nlx resolve claim %s --outcome succeeded|failed|not-run --actor NAME --reason TEXT", id)
+}
+
 // ShellQuote quotes s for a POSIX shell when it needs it.
 func ShellQuote(s string) string {
 	for _, c := range s {
@@ -142,6 +147,14 @@ func (v View) text(w *bufio.Writer, p *Plan) {
 		fmt.Fprintln(w, v.paint(ansiRed, "Outcomes nobody knows (never replayed; changes touching them carry unknown_claim):"))
 		for _, u := range p.Unknowns {
 			fmt.Fprintf(w, "  %s: %s dispatched by apply %d at %s\n    resolve: %s\n", u.Address, u.Action, u.ApplyID, u.At, resolveCommand(u.Address))
+		}
+		fmt.Fprintln(w)
+	}
+	if len(p.UnknownClaims) > 0 {
+		fmt.Fprintln(w, v.paint(ansiRed, "Job occurrences nobody knows the outcome of (never run again; their conversations are locked; changes to the job, its workspace or connection carry unknown_claim):"))
+		for _, u := range p.UnknownClaims {
+			fmt.Fprintf(w, "  claim %s: job.%s due %s, dispatched at %s (workspace %s, connection %s)\n    resolve: %s\n",
+				u.ID, u.Job, u.ScheduledAt, u.At, u.Workspace, u.Connection, resolveClaimCommand(u.ID))
 		}
 		fmt.Fprintln(w)
 	}
@@ -242,7 +255,11 @@ func (v View) markdown(w *bufio.Writer, p *Plan) {
 	for _, u := range p.Unknowns {
 		fmt.Fprintf(&b, "- outcome unknown: `%s` (%s dispatched by apply %d at %s); never replayed, resolve with `%s`\n", u.Address, u.Action, u.ApplyID, u.At, resolveCommand(u.Address))
 	}
-	if len(p.Unknowns) > 0 {
+	for _, u := range p.UnknownClaims {
+		fmt.Fprintf(&b, "- outcome unknown: claim `%s` of `job.%s` (due %s, dispatched at %s); never run again, its conversation is locked; resolve with `%s`\n",
+			u.ID, u.Job, u.ScheduledAt, u.At, resolveClaimCommand(u.ID))
+	}
+	if len(p.Unknowns)+len(p.UnknownClaims) > 0 {
 		b.WriteString("\n")
 	}
 	b.WriteString("| | Resource | Action | Risks |\n|:-:|---|---|---|\n")

@@ -107,6 +107,8 @@ func firstDifference(got, want *plan.Plan) string {
 		return fmt.Sprintf("its image pins %s are not those of the images the config's workspaces use (%s)", images(got), images(want))
 	case !same(got.Unknowns, want.Unknowns):
 		return fmt.Sprintf("it lists %d unknown outcome(s) where the state has %d", len(got.Unknowns), len(want.Unknowns))
+	case !same(got.UnknownClaims, want.UnknownClaims):
+		return fmt.Sprintf("it lists %d unknown job occurrence(s) where the state has %d", len(got.UnknownClaims), len(want.UnknownClaims))
 	}
 	byAddr := make(map[string]*plan.Change, len(want.Changes))
 	for i := range want.Changes {

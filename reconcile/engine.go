@@ -426,6 +426,10 @@ func checkUnknowns(ctx context.Context, store Store, p *plan.Plan, marked []plan
 	if err != nil {
 		return err
 	}
+	claims, err := store.UnknownClaims(ctx)
+	if err != nil {
+		return err
+	}
 	unresolved := map[string]plan.Unknown{}
 	for _, u := range list {
 		unresolved[u.Address] = u
@@ -435,6 +439,14 @@ func checkUnknowns(ctx context.Context, store Store, p *plan.Plan, marked []plan
 		if u, ok := unresolved[c.Address]; ok {
 			lines = append(lines, fmt.Sprintf("  %s: %s dispatched by apply %d is unknown; nlx resolve %s --outcome applied|not-applied --actor NAME --reason TEXT",
 				c.Address, u.Action, u.ApplyID, c.Address))
+		}
+	}
+	for _, c := range p.Changes {
+		for _, u := range claims {
+			if touches(&c, u) {
+				lines = append(lines, fmt.Sprintf("  %s: claim %s of job.%s is unknown; nlx resolve claim %s --outcome succeeded|failed|not-run --actor NAME --reason TEXT",
+					c.Address, u.ID, u.Job, u.ID))
+			}
 		}
 	}
 	if len(lines) == 0 {

@@ -19,6 +19,9 @@ type Snapshot struct {
 	// resolved: marked unknown, or dispatched by an apply that has not
 	// recorded how they went.
 	Unknowns []plan.Unknown
+	// UnknownClaims are the job occurrences whose outcome nobody knows
+	// and nobody has resolved (nlx serve's claims).
+	UnknownClaims []plan.UnknownClaim
 }
 
 // Approval is one recorded approval of one risk of one change of one plan.
@@ -145,6 +148,9 @@ type Store interface {
 	MarkUnknown(ctx context.Context, lockID string) ([]plan.Unknown, error)
 	// Unknowns lists the outcomes nobody knows and nobody resolved.
 	Unknowns(ctx context.Context) ([]plan.Unknown, error)
+	// UnknownClaims lists the job occurrences whose outcome nobody knows
+	// and nobody resolved.
+	UnknownClaims(ctx context.Context) ([]plan.UnknownClaim, error)
 	// Authority reads who may approve: operators, workspace admins, policy.
 	Authority(ctx context.Context) (*Authority, error)
 	// Approvals lists the approvals recorded for a plan.

@@ -55,9 +55,10 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 			Dirs:       in.Config.Inputs.Dirs,
 			Images:     in.Images,
 		},
-		Unknowns: unknowns,
-		Changes:  changes,
-		Summary:  plan.Summarize(changes),
+		Unknowns:      unknowns,
+		UnknownClaims: in.Snapshot.UnknownClaims,
+		Changes:       changes,
+		Summary:       plan.Summarize(changes),
 	}, nil
 }
 

@@ -38,10 +38,30 @@ func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error
 		if u, ok := unknown[c.Address]; ok {
 			a.risk(plan.RiskUnknownClaim, "apply %d dispatched %s of %s and nobody knows how it ended; resolve it first", u.ApplyID, u.Action, c.Address)
 		}
+		for _, u := range snap.UnknownClaims {
+			if touches(c, u) {
+				a.risk(plan.RiskUnknownClaim, "claim %s of job.%s (due %s) was dispatched and nobody knows how it ended; resolve it first (nlx resolve claim %s)",
+					u.ID, u.Job, u.ScheduledAt, u.ID)
+			}
+		}
 		c.Risks = list(&a.risks, func(c plan.RiskCode, why string) plan.Risk { return plan.Risk{Code: c, Reason: why} })
 		c.Refused = list(&a.refused, func(c reason.Code, why string) plan.Refusal { return plan.Refusal{Code: c, Reason: why} })
 	}
 	return nil
+}
+
+// touches reports whether change c is to the job of an unknown claim, its
+// workspace or its connection.
+func touches(c *plan.Change, u plan.UnknownClaim) bool {
+	switch c.Kind {
+	case schema.KindJob:
+		return c.Name == u.Job
+	case schema.KindWorkspace:
+		return c.Name == u.Workspace
+	case schema.KindConnection:
+		return c.Name == u.Connection
+	}
+	return false
 }
 
 // reasons gathers the reasons for each code, in the order codes arise.

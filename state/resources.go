@@ -89,7 +89,8 @@ func (db *DB) snapshot(ctx context.Context, lockID string) (*reconcile.Snapshot,
 			return err
 		}
 		s.Unknowns = unknownsOf(open)
-		return nil
+		s.UnknownClaims, err = unknownClaims(ctx, tx)
+		return err
 	})
 	var locked *reconcile.LockedError
 	if errors.As(err, &locked) {

@@ -61,6 +61,11 @@ type TurnRow struct {
 	Usage             string     `json:"-"` // JSON
 	StartedAt         string     `json:"started_at"`
 	EndedAt           string     `json:"ended_at,omitempty"`
+	// ClaimID is the occurrence claim the turn carries out (nlx serve,
+	// nlx run): BeginTurn dispatches it and EndTurn ends it, in the same
+	// transactions. Resumed is the native session the turn continues.
+	ClaimID string `json:"claim_id,omitempty"`
+	Resumed string `json:"-"`
 }
 
 // TurnEnd is how a turn ended.
@@ -77,15 +82,23 @@ type TurnEnd struct {
 // ErrNoTurn means no turn has that id.
 var ErrNoTurn = &reason.Error{Code: reason.NoSuchTurn, Msg: "no such turn"}
 
-// BeginTurn records a turn's binding before its provider starts.
+// BeginTurn records a turn's binding before its provider starts. A turn
+// of a claim dispatches the claim in the same transaction, which fails
+// (nothing recorded) when another claim holds the conversation.
 func (db *DB) BeginTurn(ctx context.Context, t TurnRow) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
+		at := db.stamp()
+		if t.ClaimID != "" {
+			if err := dispatch(ctx, tx, t, at); err != nil {
+				return err
+			}
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO turns (id, workspace, connection, conversation, actor, credential_owner,
 			requested_provider, effective_provider, fallback_reason, billing, generation, policy, provider_version,
 			launch_id, status, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.ID, t.Workspace, t.Connection, t.Conversation, t.Actor, t.CredentialOwner, t.RequestedProvider,
 			t.EffectiveProvider, t.FallbackReason, t.Billing, t.Generation, t.Policy, t.ProviderVersion, t.LaunchID,
-			TurnRunning, db.stamp())
+			TurnRunning, at)
 		if err != nil {
 			return fmt.Errorf("record turn %s: %w", t.ID, err)
 		}
@@ -104,17 +117,28 @@ func (db *DB) SetTurnSession(ctx context.Context, id, session string) error {
 }
 
 // EndTurn records how a running turn ended; a turn already ended keeps its
-// end (the first one stands).
+// end (the first one stands). The claim the turn carries out, if any,
+// ends in the same transaction: a turn's end and its occurrence's are
+// never apart.
 func (db *DB) EndTurn(ctx context.Context, id string, e TurnEnd) error {
 	if e.Usage == "" {
 		e.Usage = "{}"
 	}
 	return db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE turns SET status = ?, result = ?, error_code = ?, error_message = ?, note = ?,
+		at := db.stamp()
+		res, err := tx.ExecContext(ctx, `UPDATE turns SET status = ?, result = ?, error_code = ?, error_message = ?, note = ?,
 			stale = ?, usage = ?, ended_at = ? WHERE id = ? AND status = ?`,
-			e.Status, e.Result, e.ErrorCode, e.ErrorMessage, e.Note, e.Stale, e.Usage, db.stamp(), id, TurnRunning)
+			e.Status, e.Result, e.ErrorCode, e.ErrorMessage, e.Note, e.Stale, e.Usage, at, id, TurnRunning)
 		if err != nil {
 			return fmt.Errorf("end turn %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE claims SET phase = ?, reason_code = ?, reason = ?, ended_at = ? WHERE turn_id = ? AND phase = ?`,
+			endOfTurn(e.Status), e.ErrorCode, e.ErrorMessage, at, id, ClaimDispatched)
+		if err != nil {
+			return fmt.Errorf("end the claim of turn %s: %w", id, err)
 		}
 		return nil
 	})

@@ -24,6 +24,7 @@ import (
 
 	version "github.com/hashicorp/go-version"
 
+	"github.com/nlx-dev/nlx/internal/fault"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
@@ -51,6 +52,13 @@ type Request struct {
 	// continues its native session.
 	Conversation string
 	Resume       bool
+	// ResumeIfAny continues the conversation's session when it has one
+	// and starts it otherwise (a job's occurrences).
+	ResumeIfAny bool
+	// ClaimID is the occurrence claim the turn carries out (nlx serve,
+	// nlx run): the turn's start dispatches it and its end ends it, in
+	// the same transactions.
+	ClaimID string
 	// Fallback is a connection of the same workspace to run on when
 	// Connection's provider is disabled (a job's fallbackConnection).
 	Fallback string
@@ -140,6 +148,9 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 	l := b.launch
 	t := provider.Turn{Prompt: req.Prompt, Cwd: isolate.WorkspacePath, Policy: provider.Policy(l.WorkspaceSpec.Policy)}
 	note := ""
+	if req.ResumeIfAny && b.hasConv && (b.conv.Handle != "" || b.conv.Summary != "") {
+		req.Resume = true
+	}
 	if req.Resume {
 		switch {
 		case !b.hasConv || (b.conv.Handle == "" && b.conv.Summary == ""):
@@ -158,10 +169,11 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 	row := state.TurnRow{ID: id, Workspace: req.Workspace, Connection: b.connection, Conversation: req.Conversation,
 		Actor: req.Actor, CredentialOwner: c.Owner, RequestedProvider: b.requested, EffectiveProvider: l.Provider,
 		FallbackReason: b.fallback, Billing: c.Billing, Generation: c.Generation, Policy: l.WorkspaceSpec.Policy,
-		ProviderVersion: b.version, LaunchID: launchID}
+		ProviderVersion: b.version, LaunchID: launchID, ClaimID: req.ClaimID, Resumed: t.Resume}
 	if err := r.DB.BeginTurn(ctx, row); err != nil {
 		return nil, err
 	}
+	fault.Point("turn.dispatched")
 	h := &handler{r: r, req: req, b: b, turnID: id, emit: emit}
 	if b.fallback != "" {
 		h.event(provider.Event{Type: provider.EventNote, Text: "provider " + b.requested + " is disabled: running on " + l.Provider + " (connection " + b.connection + ")"})
@@ -192,6 +204,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 	}
 	res = b.redact.Result(res)
 	bg := context.WithoutCancel(ctx)
+	fault.Point("turn.finished")
 	if err := r.end(bg, id, res, h); err != nil {
 		return nil, err
 	}
@@ -262,11 +275,36 @@ func withSummary(summary, prompt string) string {
 		summary + "\nNow: " + prompt
 }
 
-// bind resolves the turn from the applied state: the launch (refusing what
-// is not applied, held or disabled, with the fallback connection where one
-// is named), the actor's membership, the adapter, the program, its version
-// and the secret.
+// Preflight checks what the applied state alone says of a turn, launching
+// nothing: the launch (not applied, held, a disabled provider without a
+// fallback), the actor's membership and the adapter. It returns the
+// connection the turn would run on. nlx jobs shows its refusal as a job's
+// blocked reason.
+func (r *Runner) Preflight(ctx context.Context, req Request) (string, error) {
+	b, err := r.resolve(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	return b.connection, nil
+}
+
+// bind resolves the turn from the applied state (resolve), then finds the
+// program, probes its version and reads the secret.
 func (r *Runner) bind(ctx context.Context, req Request) (*binding, error) {
+	b, err := r.resolve(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if b.program, err = launch.FindProgram(b.launch.ProviderCmd[0], launch.LookupPath(req.HostEnv)); err != nil {
+		return nil, err
+	}
+	return r.finish(ctx, req, b)
+}
+
+// resolve binds the turn from the applied state: the launch (refusing what
+// is not applied, held or disabled, with the fallback connection where one
+// is named), the actor's membership and the adapter.
+func (r *Runner) resolve(ctx context.Context, req Request) (*binding, error) {
 	b := &binding{connection: req.Connection}
 	spec := launch.Spec{Target: launch.Target{Workspace: req.Workspace, Connection: req.Connection},
 		Command: []string{"/nonexistent"}, HostEnv: req.HostEnv, Backend: req.Backend}
@@ -311,9 +349,14 @@ func (r *Runner) bind(ctx context.Context, req Request) (*binding, error) {
 			return nil, reason.Wrap(reason.InvalidAppliedSpec, err, "provider %s", l.Provider)
 		}
 	}
-	if b.program, err = launch.FindProgram(l.ProviderCmd[0], launch.LookupPath(req.HostEnv)); err != nil {
-		return nil, err
-	}
+	return b, nil
+}
+
+// finish reads the secret, probes the program's version and reads the
+// conversation.
+func (r *Runner) finish(ctx context.Context, req Request, b *binding) (*binding, error) {
+	l := b.launch
+	var err error
 	secret := ""
 	if ref := l.ConnectionSpec.Secret; ref != "" {
 		if secret, err = launch.Secret(ref, req.HostEnv); err != nil {

@@ -147,6 +147,8 @@ func TestScripts(t *testing.T) {
 			"waitpermission": cmdWaitpermission,
 			"httpserve":      cmdHTTPServe,
 			"lastturn":       cmdLastTurn,
+			"instant":        cmdInstant,
+			"waitclaim":      cmdWaitclaim,
 		},
 	})
 }

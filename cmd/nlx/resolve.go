@@ -33,6 +33,7 @@ host operator or an admin of the resource's workspace in the applied state.`,
 			})
 		},
 	}
+	cmd.AddCommand(newResolveClaimCmd(a))
 	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")
 	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
 	cmd.Flags().StringVar(&reason, "reason", "", "how you know (required)")

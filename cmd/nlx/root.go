@@ -98,6 +98,9 @@ a permission), 4 state locked.`,
 		newTurnCmd(a),
 		newTurnsCmd(a),
 		newPermissionsCmd(a),
+		newServeCmd(a),
+		newJobsCmd(a),
+		newRunCmd(a),
 	)
 	usageCodes(root)
 	return root

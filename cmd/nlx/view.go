@@ -77,6 +77,10 @@ const (
 	versionTurn         = 1 // nlx turns show
 	versionPermissions  = 1 // nlx permissions list
 	versionPermission   = 1 // nlx permissions allow|deny
+	versionJobs         = 1 // nlx jobs
+	versionJob          = 1 // nlx jobs show
+	versionRun          = 1 // nlx run
+	versionResolveClaim = 1 // nlx resolve claim
 )
 
 // document is one command's result, in every format it has. Exactly one of

@@ -114,7 +114,7 @@ func TestImportRules(t *testing.T) {
 
 // launchers are the packages besides the commands that start launches,
 // through package launch: a provider turn (and later the scheduler).
-var launchers = map[string]bool{"turn": true}
+var launchers = map[string]bool{"turn": true, "serve": true}
 
 // pure are the planning files: pure functions over values, with no I/O.
 var pure = map[string][]string{

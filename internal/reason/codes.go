@@ -116,6 +116,22 @@ const (
 	NoSuchTurn                  Code = "no_such_turn"
 	NoConversation              Code = "no_conversation"
 	EgressProxyUnavailable      Code = "egress_proxy_unavailable"
+
+	// The scheduler: jobs, occurrence claims, manual runs.
+	ServeLocked                 Code = "serve_locked"
+	NoSuchJob                   Code = "no_such_job"
+	NoSuchClaim                 Code = "no_such_claim"
+	ClaimNotUnknown             Code = "claim_not_unknown"
+	JobDisabled                 Code = "job_disabled"
+	JobHeld                     Code = "job_held"
+	BackgroundAuthorityRequired Code = "background_authority_required"
+	WorkflowLocked              Code = "workflow_locked"
+	PreviousRunning             Code = "previous_running"
+	ConversationBusy            Code = "conversation_busy"
+	NotDispatched               Code = "not_dispatched"
+	OutcomeUnknown              Code = "outcome_unknown"
+	ServeStopping               Code = "serve_stopping"
+	ConnectionNotAllowed        Code = "connection_not_allowed"
 )
 
 var table = []Entry{
@@ -221,6 +237,21 @@ var table = []Entry{
 	{NoConversation, ExitError, AreaTurn, "--resume named a conversation that has no session yet"},
 
 	{EgressProxyUnavailable, ExitError, AreaLaunch, "a launch with egress inference has no proxy: it could not start (nothing is launched), or it died (the sandbox has no network and the turn is interrupted)"},
+
+	{ServeLocked, ExitLocked, AreaServe, "another nlx serve runs on this state (names it); one serve per state"},
+	{NoSuchJob, ExitError, AreaServe, "no job of that name is applied"},
+	{NoSuchClaim, ExitError, AreaServe, "no occurrence claim with that id"},
+	{ClaimNotUnknown, ExitError, AreaServe, "nlx resolve claim named a claim whose outcome is known, or already resolved"},
+	{JobDisabled, ExitError, AreaServe, "the job is applied with enabled: false: nothing runs it"},
+	{JobHeld, ExitError, AreaServe, "the job is held (an import under review): nothing runs it until a reviewed plan releases it"},
+	{BackgroundAuthorityRequired, ExitApproval, AreaServe, "a scheduled job on a personal connection runs on one person's credentials with nobody present: it needs backgroundAuthority: true"},
+	{WorkflowLocked, ExitApproval, AreaServe, "an occurrence of the conversation has an outcome nobody knows: nothing runs in it until nlx resolve claim"},
+	{PreviousRunning, ExitError, AreaServe, "concurrency skip: the occurrence was due while the previous one of the job still ran, and was skipped"},
+	{ConversationBusy, ExitError, AreaServe, "nlx run waited --wait for another turn of the conversation to end"},
+	{NotDispatched, ExitError, AreaServe, "the occurrence was claimed but nlx stopped before dispatching it: nothing was launched"},
+	{OutcomeUnknown, ExitApproval, AreaServe, "the occurrence was dispatched and its process is gone without a recorded outcome: never retried, resolve it"},
+	{ServeStopping, ExitError, AreaServe, "nlx serve was stopped (SIGTERM) and the turn did not end within the grace period: it was interrupted"},
+	{ConnectionNotAllowed, ExitError, AreaServe, "nlx run --connection named a connection the actor may not run the job on (another workspace's, or someone else's personal one)"},
 
 	{NoBackend, ExitError, AreaHost, "neither bubblewrap nor runc can enforce the sandbox here (nlx doctor says why)"},
 	{CgroupMemory, ExitError, AreaHost, "the cgroup memory controller is not available (on a Raspberry Pi: cgroup_enable=memory)"},

@@ -41,12 +41,13 @@ const (
 	AreaImage  Area = "image"  // native images
 	AreaLaunch Area = "launch" // launches from the applied state
 	AreaTurn   Area = "turn"   // provider turns and permission requests
+	AreaServe  Area = "serve"  // the scheduler: jobs, occurrence claims, manual runs
 	AreaHost   Area = "host"   // this host's sandbox and provider user
 	AreaCLI    Area = "cli"    // the command line itself
 )
 
 // Areas lists every area in reference order.
-var Areas = []Area{AreaConfig, AreaPlan, AreaApply, AreaState, AreaImage, AreaLaunch, AreaTurn, AreaHost, AreaCLI}
+var Areas = []Area{AreaConfig, AreaPlan, AreaApply, AreaState, AreaImage, AreaLaunch, AreaTurn, AreaServe, AreaHost, AreaCLI}
 
 // Entry is one registered code.
 type Entry struct {

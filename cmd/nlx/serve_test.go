@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/nlx-dev/nlx/state"
+)
+
+// cmdInstant VAR OFFSET sets VAR to now+OFFSET as RFC 3339 in UTC, whole
+// seconds (for a job's `at`).
+func cmdInstant(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: instant VAR OFFSET")
+	}
+	d, err := time.ParseDuration(args[1])
+	ts.Check(err)
+	ts.Setenv(args[0], time.Now().Add(d).UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339))
+}
+
+// cmdWaitclaim STATE JOB PHASE[,PHASE...] [VAR] waits (up to two minutes)
+// until the newest claim of JOB is in one of the phases, and sets VAR to
+// its id. With ! it fails when such a claim appears within five seconds.
+func cmdWaitclaim(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 3 || len(args) > 4 {
+		ts.Fatalf("usage: waitclaim STATE JOB PHASE[,PHASE...] [VAR]")
+	}
+	ctx := context.Background()
+	phases := strings.Split(args[2], ",")
+	wait := 2 * time.Minute
+	if neg {
+		wait = 5 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	last := "none"
+	for time.Now().Before(deadline) {
+		db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{ReadOnly: true})
+		if err == nil {
+			rows, err := db.Claims(ctx, args[1], 1)
+			db.Close()
+			if err == nil && len(rows) > 0 {
+				last = string(rows[0].Phase)
+				for _, p := range phases {
+					if string(rows[0].Phase) == p {
+						if neg {
+							ts.Fatalf("job %s has a claim %s in phase %s", args[1], rows[0].ID, p)
+						}
+						if len(args) == 4 {
+							ts.Setenv(args[3], rows[0].ID)
+						}
+						return
+					}
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !neg {
+		ts.Fatalf("job %s: no claim in phase %s (newest: %s)", args[1], args[2], last)
+	}
+}

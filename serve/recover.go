@@ -1,0 +1,145 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nlx-dev/nlx/internal/procid"
+	"github.com/nlx-dev/nlx/internal/reason"
+	"github.com/nlx-dev/nlx/isolate"
+	"github.com/nlx-dev/nlx/launch"
+	"github.com/nlx-dev/nlx/state"
+)
+
+// Recovery is what Recover found.
+type Recovery struct {
+	Reaped  []string // launches found gone without a receipt: receipts written
+	Unknown []string // dispatched claims marked unknown
+	Dropped []string // claimed, never dispatched: skipped (nothing was launched)
+	Live    []string // claims whose process may still run: left alone
+	Locked  []string // unknown claims still unresolved (their conversations stay locked)
+}
+
+// Recover settles what an nlx that died left: launches recorded running
+// whose tree is proven gone get their stop receipts; a claim whose owner
+// (the nlx that made it) is gone is settled: never dispatched, it is
+// skipped (nothing was launched); dispatched, once every launch of its
+// turn is proven gone, it is unknown (never retried: its conversation
+// stays locked until nlx resolve claim). A claim whose owner lives, or
+// whose process may still run, is left alone and reported. It runs once,
+// at serve start: the discovery reads the processes and claims recorded
+// open, nothing else.
+func Recover(ctx context.Context, db *state.DB, logf func(string, ...any)) (*Recovery, error) {
+	rec := &Recovery{}
+	r := launch.Recorder{DB: db}
+	reaped, err := launch.ReapGone(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	rec.Reaped = reaped
+	for _, id := range reaped {
+		logf("launch %s had ended unrecorded (the nlx that ran it died); its receipt is written", id)
+	}
+	open, err := db.OpenClaims(ctx)
+	if err != nil {
+		return nil, err
+	}
+	self, err := procid.Self()
+	if err != nil {
+		return nil, fmt.Errorf("identify this process: %w", err)
+	}
+	for _, c := range open {
+		if c.Phase == state.ClaimUnknown {
+			rec.Locked = append(rec.Locked, c.ID)
+			logf("claim %s of job %s (due %s) has an outcome nobody knows: conversation %s stays locked until nlx resolve claim %s",
+				c.ID, c.Job, c.ScheduledAt, c.Conversation, c.ID)
+			continue
+		}
+		owner := c.OwnerIdentity()
+		if owner.PID == self.PID && owner.Start == self.Start {
+			continue
+		}
+		if gone, err := procid.Gone(owner); err != nil || !gone {
+			rec.Live = append(rec.Live, c.ID)
+			logf("claim %s of job %s is %s by %s, which still runs: left alone", c.ID, c.Job, c.Phase, c.Owner)
+			continue
+		}
+		switch c.Phase {
+		case state.ClaimClaimed:
+			if ok, err := db.EndClaim(ctx, c.ID, state.ClaimClaimed, state.ClaimSkipped, reason.NotDispatched,
+				fmt.Sprintf("the nlx that claimed it (%s) stopped before dispatching it: nothing was launched", c.Owner)); err != nil {
+				return nil, err
+			} else if ok {
+				rec.Dropped = append(rec.Dropped, c.ID)
+				logf("claim %s of job %s (due %s) was never dispatched: skipped, nothing was launched", c.ID, c.Job, c.ScheduledAt)
+			}
+		case state.ClaimDispatched:
+			gone, launches, err := turnGone(ctx, db, c.TurnID)
+			if err != nil {
+				return nil, err
+			}
+			if !gone {
+				rec.Live = append(rec.Live, c.ID)
+				logf("claim %s of job %s: its process may still run (launch %s): left alone; nlx stop %s ends it", c.ID, c.Job, launches, launches)
+				continue
+			}
+			why := fmt.Sprintf("dispatched by %s at %s; that nlx died and its process is gone (%s), and nobody recorded how the turn ended", c.Owner, c.DispatchedAt, launches)
+			ok, err := db.MarkClaimUnknown(ctx, c.ID, why)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			// The turn's row ends with it: interrupted, nobody knows how far.
+			db.EndTurn(ctx, c.TurnID, state.TurnEnd{Status: state.TurnInterrupted, ErrorCode: string(reason.OutcomeUnknown), ErrorMessage: why})
+			rec.Unknown = append(rec.Unknown, c.ID)
+			logf("claim %s of job %s (due %s) is unknown: %s; never retried, conversation %s is locked until nlx resolve claim %s",
+				c.ID, c.Job, c.ScheduledAt, why, c.Conversation, c.ID)
+		}
+	}
+	return rec, nil
+}
+
+// turnGone reports whether every launch of a turn is proven gone: its
+// stop receipt written, or never recorded (a launch counts as running
+// only once its identity is; one that died before that died with nlx).
+func turnGone(ctx context.Context, db *state.DB, turnID string) (bool, string, error) {
+	t, err := db.Turn(ctx, turnID)
+	if errors.Is(err, state.ErrNoTurn) {
+		return true, "no turn", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	ids := []string{t.LaunchID}
+	if base, ok := strings.CutSuffix(t.LaunchID, "-2"); ok {
+		ids = append(ids, base)
+	}
+	for _, id := range ids {
+		row, err := db.Process(ctx, id)
+		if errors.Is(err, state.ErrNoProcess) {
+			continue
+		}
+		if err != nil {
+			return false, "", err
+		}
+		if row.Status == state.ProcessStopped {
+			continue
+		}
+		var ident isolate.Identity
+		if json.Unmarshal([]byte(row.Identity), &ident) != nil {
+			return false, id, nil
+		}
+		if gone, err := isolate.Gone(ident); err != nil || !gone {
+			return false, id, nil
+		}
+		if _, err := isolate.Stop(ctx, ident, 0, launch.Recorder{DB: db}); err != nil {
+			return false, id, nil
+		}
+	}
+	return true, "launch " + t.LaunchID + ": stop receipt written", nil
+}
