@@ -1,9 +1,11 @@
 package schema
 
 import (
+	"errors"
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"cuelang.org/go/cue"
@@ -16,6 +18,25 @@ import (
 // cronParser accepts the five-field cron lines of crontab(5) and the
 // @daily-style descriptors.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseCron reads a job's cron line: five fields or an @daily-style
+// descriptor. The zone is the schedule's timezone field, never a TZ= or
+// CRON_TZ= prefix in the line (robfig's parser panics on one without a
+// space after it), and an interval is written as every, not @every.
+func ParseCron(line string) (*cron.SpecSchedule, error) {
+	if strings.HasPrefix(line, "TZ=") || strings.HasPrefix(line, "CRON_TZ=") {
+		return nil, errors.New("give the zone in timezone, not in the line")
+	}
+	parsed, err := cronParser.Parse(line)
+	if err != nil {
+		return nil, err
+	}
+	spec, ok := parsed.(*cron.SpecSchedule)
+	if !ok {
+		return nil, errors.New("not a crontab line; an interval is written as every")
+	}
+	return spec, nil
+}
 
 // policyRank orders policies from narrowest to widest.
 var policyRank = map[string]int{
@@ -218,7 +239,7 @@ func (l *loader) checkJob(cfg *Config, name string, j *Job) {
 	s := j.Schedule
 	switch {
 	case s.Cron != "":
-		if err := l.memo("cron", s.Cron, func() error { _, err := cronParser.Parse(s.Cron); return err }); err != nil {
+		if err := l.memo("cron", s.Cron, func() error { _, err := ParseCron(s.Cron); return err }); err != nil {
 			l.addAt(at("jobs", name, "schedule", "cron"), reason.InvalidValue, "cron %q: %v", s.Cron, err)
 		}
 		if err := l.memo("tz", s.Timezone, func() error { _, err := time.LoadLocation(s.Timezone); return err }); err != nil || s.Timezone == "" || s.Timezone == "Local" {

@@ -288,6 +288,17 @@ func TestBadConfigs(t *testing.T) {
 			code:  reason.InvalidValue, msg: `cron "0 7 * *"`, at: `jobs.cue:"0 7 * *"`,
 		},
 		{
+			// robfig's parser panics on a zone prefix without a space.
+			name:  "zone prefix in the cron line",
+			edits: []edit{{"jobs.cue", `"0 7 * * 1-5"`, `"CRON_TZ=UTC"`}},
+			code:  reason.InvalidValue, msg: "give the zone in timezone", at: `jobs.cue:"CRON_TZ=UTC"`,
+		},
+		{
+			name:  "@every in the cron line",
+			edits: []edit{{"jobs.cue", `"0 7 * * 1-5"`, `"@every 1h"`}},
+			code:  reason.InvalidValue, msg: "an interval is written as every", at: `jobs.cue:"@every 1h"`,
+		},
+		{
 			name:  "unknown time zone",
 			edits: []edit{{"jobs.cue", `"Europe/Berlin"`, `"Mars/Olympus"`}},
 			code:  reason.InvalidValue, msg: "unknown time zone", at: `jobs.cue:"Mars/Olympus"`,

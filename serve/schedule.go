@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/bits"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -23,10 +22,6 @@ type Schedule interface {
 	// (a one-time job past its instant).
 	Next(t time.Time) (next time.Time, ok bool)
 }
-
-// cronParser accepts what schema.Check accepts: five-field crontab lines
-// and descriptors such as @daily.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // everySyntax is the schema's syntax of an interval.
 var everySyntax = regexp.MustCompile(`^([0-9]+(ms|s|m|h))+$`)
@@ -62,10 +57,13 @@ func ParseSchedule(s schema.Schedule) (Schedule, error) {
 	return once(at.UTC()), nil
 }
 
+// invalid is the refusal of an applied schedule.
 func invalid(format string, args ...any) error {
 	return reason.New(reason.InvalidAppliedSpec, format, args...)
 }
 
+// parseCron reads a crontab line in an IANA zone, refusing a line that
+// matches no date (such as 30 February) so that Next finds one.
 func parseCron(line, zone string) (Schedule, error) {
 	if zone == "" || zone == "Local" {
 		return nil, invalid("schedule timezone %q: name an IANA zone such as Europe/Berlin or UTC", zone)
@@ -74,18 +72,9 @@ func parseCron(line, zone string) (Schedule, error) {
 	if err != nil {
 		return nil, invalid("schedule timezone %q: %w", zone, err)
 	}
-	// The zone is the timezone field's; robfig's own prefix would compete
-	// with it (and, without a space after it, makes the parser panic).
-	if strings.HasPrefix(line, "TZ=") || strings.HasPrefix(line, "CRON_TZ=") {
-		return nil, invalid("schedule cron %q: give the zone in timezone, not in the line", line)
-	}
-	parsed, err := cronParser.Parse(line)
+	spec, err := schema.ParseCron(line)
 	if err != nil {
 		return nil, invalid("schedule cron %q: %w", line, err)
-	}
-	spec, ok := parsed.(*cron.SpecSchedule)
-	if !ok {
-		return nil, invalid("schedule cron %q: not a crontab line; an interval is written as every", line)
 	}
 	c := &cronSchedule{spec: spec, loc: loc}
 	if _, ok := c.nextCivil(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)); !ok {
@@ -389,7 +378,7 @@ func lastBefore(s Schedule, known, before time.Time) time.Time {
 		}
 		hi = x
 	}
-	for {
+	for range 256 { // each round halves (best, hi]: about 64 rounds, more only past 292 years
 		if o, ok := s.Next(best); !ok || !o.Before(before) {
 			return best
 		}
@@ -400,4 +389,5 @@ func lastBefore(s Schedule, known, before time.Time) time.Time {
 			hi = mid
 		}
 	}
+	return best
 }
