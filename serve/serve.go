@@ -394,6 +394,10 @@ func (s *Server) admit(ctx context.Context, j *Job, at time.Time) {
 	s.mu.Lock()
 	busy := s.active[j.Name] > 0
 	s.mu.Unlock()
+	if !busy {
+		// Another process's occurrence of the job (nlx run) counts too.
+		busy = jobOpen(ctx, s.DB, j.Name)
+	}
 	block := Blocked(ctx, s.DB, s.Runner, j, s.request(j), true)
 	switch {
 	case block != nil:
@@ -618,6 +622,20 @@ func Blocked(ctx context.Context, db *state.DB, r Runner, j *Job, req turn.Reque
 		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
 	}
 	return nil
+}
+
+// jobOpen reports whether an occurrence of the job is claimed or running.
+func jobOpen(ctx context.Context, db *state.DB, job string) bool {
+	open, err := db.OpenClaims(ctx)
+	if err != nil {
+		return false
+	}
+	for _, c := range open {
+		if c.Job == job && (c.Phase == state.ClaimClaimed || c.Phase == state.ClaimDispatched) {
+			return true
+		}
+	}
+	return false
 }
 
 // lockedBy is the unresolved unknown claim locking a conversation, if any.
