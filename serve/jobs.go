@@ -16,13 +16,13 @@ type JobState string
 
 // The states of a job.
 const (
-	JobScheduled JobState = "scheduled" // runs at its next occurrence
-	JobRunning   JobState = "running"   // an occurrence's turn runs
-	JobQueued    JobState = "queued"    // an occurrence waits for its conversation
-	JobBlocked   JobState = "blocked"   // its next occurrence would not run; Reason says why
-	JobDisabled  JobState = "disabled"  // enabled: false
-	JobHeld      JobState = "held"      // an import under review
-	JobDone      JobState = "done"      // a one-time job whose occurrence has passed
+	JobScheduled JobState = "scheduled"                 // runs at its next occurrence
+	JobRunning   JobState = JobState(state.TurnRunning) // an occurrence's turn runs
+	JobQueued    JobState = "queued"                    // an occurrence waits for its conversation
+	JobBlocked   JobState = JobState(state.TurnBlocked) // its next occurrence would not run; Reason says why
+	JobDisabled  JobState = "disabled"                  // enabled: false
+	JobHeld      JobState = JobState(reason.Held)       // an import under review
+	JobDone      JobState = "done"                      // a one-time job whose occurrence has passed
 )
 
 // Outcome is how a job's latest ended occurrence went.

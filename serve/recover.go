@@ -43,65 +43,82 @@ func Recover(ctx context.Context, db *state.DB, logf func(string, ...any)) (*Rec
 	for _, id := range reaped {
 		logf("launch %s had ended unrecorded (the nlx that ran it died); its receipt is written", id)
 	}
-	open, err := db.OpenClaims(ctx)
-	if err != nil {
-		return nil, err
-	}
 	self, err := procid.Self()
 	if err != nil {
 		return nil, fmt.Errorf("identify this process: %w", err)
 	}
-	for _, c := range open {
-		if c.Phase == state.ClaimUnknown {
-			rec.Locked = append(rec.Locked, c.ID)
-			logf("claim %s of job %s (due %s) has an outcome nobody knows: conversation %s stays locked until nlx resolve claim %s",
-				c.ID, c.Job, c.ScheduledAt, c.Conversation, c.ID)
-			continue
+	var after *state.ClaimRow
+	for {
+		page, err := db.OpenClaimsPage(ctx, after, recoverPage)
+		if err != nil {
+			return nil, err
 		}
-		owner := c.OwnerIdentity()
-		if owner.PID == self.PID && owner.Start == self.Start {
-			continue
-		}
-		if gone, err := procid.Gone(owner); err != nil || !gone {
-			rec.Live = append(rec.Live, c.ID)
-			logf("claim %s of job %s is %s by %s, which still runs: left alone", c.ID, c.Job, c.Phase, c.Owner)
-			continue
-		}
-		switch c.Phase {
-		case state.ClaimClaimed:
-			if ok, err := db.EndClaim(ctx, c.ID, state.ClaimClaimed, state.ClaimSkipped, reason.NotDispatched,
-				fmt.Sprintf("the nlx that claimed it (%s) stopped before dispatching it: nothing was launched", c.Owner)); err != nil {
-				return nil, err
-			} else if ok {
-				rec.Dropped = append(rec.Dropped, c.ID)
-				logf("claim %s of job %s (due %s) was never dispatched: skipped, nothing was launched", c.ID, c.Job, c.ScheduledAt)
-			}
-		case state.ClaimDispatched:
-			gone, launches, err := turnGone(ctx, db, c.TurnID)
-			if err != nil {
+		for i := range page {
+			if err := settle(ctx, db, self, &page[i], rec, logf); err != nil {
 				return nil, err
 			}
-			if !gone {
-				rec.Live = append(rec.Live, c.ID)
-				logf("claim %s of job %s: its process may still run (launch %s): left alone; nlx stop %s ends it", c.ID, c.Job, launches, launches)
-				continue
-			}
-			why := fmt.Sprintf("dispatched by %s at %s; that nlx died and its process is gone (%s), and nobody recorded how the turn ended", c.Owner, c.DispatchedAt, launches)
-			ok, err := db.MarkClaimUnknown(ctx, c.ID, why)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				continue
-			}
-			// The turn's row ends with it: interrupted, nobody knows how far.
-			db.EndTurn(ctx, c.TurnID, state.TurnEnd{Status: state.TurnInterrupted, ErrorCode: string(reason.OutcomeUnknown), ErrorMessage: why})
-			rec.Unknown = append(rec.Unknown, c.ID)
-			logf("claim %s of job %s (due %s) is unknown: %s; never retried, conversation %s is locked until nlx resolve claim %s",
-				c.ID, c.Job, c.ScheduledAt, why, c.Conversation, c.ID)
 		}
+		if len(page) < recoverPage {
+			return rec, nil
+		}
+		after = &page[len(page)-1]
 	}
-	return rec, nil
+}
+
+// recoverPage is how many open claims Recover reads at once.
+const recoverPage = 256
+
+// settle settles one open claim an nlx that died may have left.
+func settle(ctx context.Context, db *state.DB, self procid.Identity, c *state.ClaimRow, rec *Recovery, logf func(string, ...any)) error {
+	if c.Phase == state.ClaimUnknown {
+		rec.Locked = append(rec.Locked, c.ID)
+		logf("claim %s of job %s (due %s) has an outcome nobody knows: conversation %s stays locked until nlx resolve claim %s",
+			c.ID, c.Job, c.ScheduledAt, c.Conversation, c.ID)
+		return nil
+	}
+	owner := c.OwnerIdentity()
+	if owner.PID == self.PID && owner.Start == self.Start {
+		return nil
+	}
+	if gone, err := procid.Gone(owner); err != nil || !gone {
+		rec.Live = append(rec.Live, c.ID)
+		logf("claim %s of job %s is %s by %s, which still runs: left alone", c.ID, c.Job, c.Phase, c.Owner)
+		return nil
+	}
+	switch c.Phase {
+	case state.ClaimClaimed:
+		if ok, err := db.EndClaim(ctx, c.ID, state.ClaimClaimed, state.ClaimSkipped, reason.NotDispatched,
+			fmt.Sprintf("the nlx that claimed it (%s) stopped before dispatching it: nothing was launched", c.Owner)); err != nil {
+			return err
+		} else if ok {
+			rec.Dropped = append(rec.Dropped, c.ID)
+			logf("claim %s of job %s (due %s) was never dispatched: skipped, nothing was launched", c.ID, c.Job, c.ScheduledAt)
+		}
+	case state.ClaimDispatched:
+		gone, launches, err := turnGone(ctx, db, c.TurnID)
+		if err != nil {
+			return err
+		}
+		if !gone {
+			rec.Live = append(rec.Live, c.ID)
+			logf("claim %s of job %s: its process may still run (launch %s): left alone; nlx stop %s ends it", c.ID, c.Job, launches, launches)
+			return nil
+		}
+		why := fmt.Sprintf("dispatched by %s at %s; that nlx died and its process is gone (%s), and nobody recorded how the turn ended", c.Owner, c.DispatchedAt, launches)
+		ok, err := db.MarkClaimUnknown(ctx, c.ID, why)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil
+		}
+		// The turn's row ends with it: interrupted, nobody knows how far.
+		db.EndTurn(ctx, c.TurnID, state.TurnEnd{Status: state.TurnInterrupted, ErrorCode: string(reason.OutcomeUnknown), ErrorMessage: why})
+		rec.Unknown = append(rec.Unknown, c.ID)
+		logf("claim %s of job %s (due %s) is unknown: %s; never retried, conversation %s is locked until nlx resolve claim %s",
+			c.ID, c.Job, c.ScheduledAt, why, c.Conversation, c.ID)
+	}
+	return nil
 }
 
 // turnGone reports whether every launch of a turn is proven gone: its

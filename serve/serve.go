@@ -235,7 +235,7 @@ func (s *Server) shutdown(cancelTurns context.CancelCauseFunc) {
 	s.logf("grace period of %s over: interrupting the turns still running", s.Opts.Grace)
 	cancelTurns(reason.New(reason.ServeStopping, "nlx serve was stopped and the turn did not end within the grace period of %s", s.Opts.Grace))
 	<-done
-	s.logf("stopped")
+	s.logf("stopped serving")
 }
 
 // reload reads the applied jobs when the serial moved.

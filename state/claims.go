@@ -24,11 +24,11 @@ type ClaimPhase string
 // an nlx that stopped before dispatching it.
 const (
 	ClaimClaimed     ClaimPhase = "claimed"
-	ClaimDispatched  ClaimPhase = "dispatched"
+	ClaimDispatched  ClaimPhase = ClaimPhase(PhaseDispatched)
 	ClaimSucceeded   ClaimPhase = "succeeded"
-	ClaimFailed      ClaimPhase = "failed"
-	ClaimInterrupted ClaimPhase = "interrupted"
-	ClaimUnknown     ClaimPhase = "unknown"
+	ClaimFailed      ClaimPhase = ClaimPhase(TurnFailed)
+	ClaimInterrupted ClaimPhase = ClaimPhase(TurnInterrupted)
+	ClaimUnknown     ClaimPhase = ClaimPhase(PhaseUnknown)
 	ClaimSkipped     ClaimPhase = "skipped"
 )
 
@@ -51,7 +51,7 @@ type ClaimOutcome string
 // The outcomes of nlx resolve claim.
 const (
 	ClaimOutcomeSucceeded ClaimOutcome = "succeeded"
-	ClaimOutcomeFailed    ClaimOutcome = "failed"
+	ClaimOutcomeFailed    ClaimOutcome = ClaimOutcome(TurnFailed)
 	ClaimOutcomeNotRun    ClaimOutcome = "not-run"
 )
 
@@ -254,6 +254,19 @@ func (db *DB) OpenClaims(ctx context.Context) ([]ClaimRow, error) {
 	// The phases in the SQL text, so that SQLite uses claims_open.
 	return db.claims(ctx, `WHERE phase IN ('`+string(ClaimClaimed)+`', '`+string(ClaimDispatched)+`', '`+string(ClaimUnknown)+
 		`') AND resolved_at = '' ORDER BY claimed_at, id`)
+}
+
+// OpenClaimsPage is one page of OpenClaims: at most limit claims after
+// the claim after (by claim time and id; nil: from the first). Recovery
+// reads the open claims in pages, so that a state with many holds little
+// at once.
+func (db *DB) OpenClaimsPage(ctx context.Context, after *ClaimRow, limit int) ([]ClaimRow, error) {
+	at, id := "", ""
+	if after != nil {
+		at, id = after.ClaimedAt, after.ID
+	}
+	return db.claims(ctx, `WHERE phase IN ('`+string(ClaimClaimed)+`', '`+string(ClaimDispatched)+`', '`+string(ClaimUnknown)+
+		`') AND resolved_at = '' AND (claimed_at > ? OR (claimed_at = ? AND id > ?)) ORDER BY claimed_at, id LIMIT ?`, at, at, id, limit)
 }
 
 // LatestClaims is each job's newest claim, by job.

@@ -137,7 +137,7 @@ func jobsShow(ctx context.Context, a *app, db *state.DB, name string, limit int)
 		line("conversation", st.Conversation)
 		line("schedule", st.Schedule)
 		line("next due", st.Next)
-		line("running", st.Claim)
+		line("occurrence", st.Claim)
 		line("last outcome", strings.TrimPrefix(lastOutcome(st.Last), "-"))
 		tw.Flush()
 		if len(claims) > 0 {
