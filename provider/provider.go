@@ -228,6 +228,23 @@ type CommandChecker interface {
 	CheckCommand(command []string) error
 }
 
+// Session is one provider program driven for several turns of one
+// conversation: a warm worker. The first turn opens or resumes the native
+// session (Turn.Resume); the next ones continue it, and their Resume is
+// ignored. A session whose turn did not complete is closed, never reused.
+type Session interface {
+	Turn(ctx context.Context, t Turn, h Handler) (Result, error)
+	// Close closes the program's stdin: it exits.
+	Close()
+}
+
+// SessionAdapter is an adapter that can keep its program between turns.
+// Run is Open, one Turn and Close.
+type SessionAdapter interface {
+	Adapter
+	Open(p Pipes) Session
+}
+
 // Grace is how long an interrupted turn may take to end before the adapter
 // gives up on it (the caller then stops the process).
 const Grace = 5 * time.Second

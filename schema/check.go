@@ -158,6 +158,9 @@ func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {
 		l.addAt(at("workspaces", name, "limits", "cpu"), reason.InvalidValue,
 			"cpu limit rounds to 0 cores, which a cgroup takes as no limit; give a fraction of a core such as 0.5")
 	}
+	if _, err := w.IdleReleaseDuration(); err != nil {
+		l.addAt(at("workspaces", name, "idleRelease"), reason.InvalidValue, "%v", err)
+	}
 	switch {
 	case w.Kind == "personal" && w.Owner == "":
 		l.addAt(at("workspaces", name, "kind"), reason.PersonalOwner, "a personal workspace needs an owner")

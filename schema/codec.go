@@ -19,7 +19,7 @@ import (
 
 // resultVersion starts every result: parent and child are the same binary,
 // but a mismatch must fail loudly, not decode garbage.
-const resultVersion = "nlx-load-result-3\n"
+const resultVersion = "nlx-load-result-4\n"
 
 const (
 	resultConfig = 'C' // a *Config
@@ -309,6 +309,7 @@ func (e *encoder) workspace(w *Workspace) {
 	encStrings(e, w.Skills)
 	e.str(w.Network.Egress)
 	e.str(w.ImageDigest)
+	e.str(w.IdleRelease)
 }
 
 func (d *decoder) workspace(w *Workspace) {
@@ -318,6 +319,7 @@ func (d *decoder) workspace(w *Workspace) {
 	w.Skills = decStrings(d)
 	w.Network = Network{Egress: d.str()}
 	w.ImageDigest = d.str()
+	w.IdleRelease = d.str()
 }
 
 func (e *encoder) connection(c *Connection) {

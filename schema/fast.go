@@ -272,6 +272,7 @@ var configRule = object(
 		)),
 		opt("skills", listOf(0, name)),
 		req("network", object(req("egress", enum("none", "inference", "full")))),
+		opt("idleRelease", match(reEvery)),
 	))),
 	opt("connections", mapOf(reName, object(
 		req("owner", name),

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"time"
 
 	"cuelang.org/go/cue/token"
 
@@ -183,10 +184,30 @@ type Workspace struct {
 	Limits    Limits            `json:"limits"`
 	Skills    []string          `json:"skills,omitempty"`
 	Network   Network           `json:"network"`
+	// IdleRelease is how long a provider process nlx serve keeps warm
+	// between the turns of its conversation waits for the next one before
+	// it is stopped (default 10m; "0s": never kept).
+	IdleRelease string `json:"idleRelease,omitempty"`
 
 	// ImageDigest pins the image the workspace runs: the index digest the
 	// plan resolved its image to. Filled when planning, never in a config.
 	ImageDigest string `json:"imageDigest,omitempty"`
+}
+
+// DefaultIdleRelease is a workspace's idleRelease when it names none.
+const DefaultIdleRelease = 10 * time.Minute
+
+// IdleReleaseDuration is the workspace's idleRelease (DefaultIdleRelease
+// when unset); at most a day.
+func (w *Workspace) IdleReleaseDuration() (time.Duration, error) {
+	if w.IdleRelease == "" {
+		return DefaultIdleRelease, nil
+	}
+	d, err := time.ParseDuration(w.IdleRelease)
+	if err != nil || d < 0 || d > 24*time.Hour {
+		return 0, fmt.Errorf("idleRelease %q must be a duration from 0s to 24h", w.IdleRelease)
+	}
+	return d, nil
 }
 
 // Limits are a workspace's cgroup limits.

@@ -80,6 +80,9 @@ type Options struct {
 	// Ready is called once serve serves: the lock taken, what an earlier
 	// serve left settled, the applied jobs read (systemd's READY=1).
 	Ready func()
+	// Release, called once every turn has ended at a stop, releases what
+	// the runner keeps warm (turn.Pool.Close), before the serve lock goes.
+	Release func()
 }
 
 // Server runs the applied jobs of one state.
@@ -209,6 +212,9 @@ func (s *Server) Serve(ctx context.Context) error {
 // shutdown admits nothing more, drops what was queued, waits the grace
 // period for running turns, then interrupts them and waits for their end.
 func (s *Server) shutdown(cancelTurns context.CancelCauseFunc) {
+	if s.Opts.Release != nil {
+		defer s.Opts.Release()
+	}
 	bg := context.Background()
 	s.mu.Lock()
 	s.stopped = true

@@ -94,6 +94,10 @@ type Runner struct {
 	DB       *state.DB
 	Host     launch.Host
 	Adapters map[provider.Kind]provider.Adapter
+	// Pool keeps provider processes warm between the turns of their
+	// conversation (nlx serve); nil: every turn launches its provider and
+	// stops it when the turn ends.
+	Pool *Pool
 }
 
 // Outcome is a turn that ran.
@@ -128,6 +132,11 @@ type binding struct {
 	redact     *Redactor
 	conv       state.ConversationRow
 	hasConv    bool
+	// warmKey is the conversation a warm worker serves; fingerprint is
+	// everything the launch was made from: a worker is reused only for
+	// exactly the same.
+	warmKey     warmKey
+	fingerprint string
 }
 
 // Run runs one turn and returns its outcome. A refusal (not applied, held,
@@ -165,6 +174,11 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 	}
 	id := newID()
 	launchID := "turn-" + id
+	w := r.Pool.take(b.warmKey, b.fingerprint, t.Resume)
+	if w != nil {
+		// The conversation's warm worker continues its session.
+		launchID = w.launchID
+	}
 	c := l.ConnectionSpec
 	row := state.TurnRow{ID: id, Workspace: req.Workspace, Connection: b.connection, Conversation: req.Conversation,
 		Actor: req.Actor, CredentialOwner: c.Owner, RequestedProvider: b.requested, EffectiveProvider: l.Provider,
@@ -181,7 +195,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 	if note != "" {
 		h.event(provider.Event{Type: provider.EventNote, Text: note})
 	}
-	res, err := r.drive(ctx, b, t, launchID, h)
+	res, err := r.drive(ctx, b, t, launchID, w, h)
 	if errors.Is(err, provider.ErrResumeRejected) {
 		note = "the provider rejected the stored session: continued from nlx's summary"
 		h.event(provider.Event{Type: provider.EventNote, Text: note})
@@ -190,7 +204,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 		if err := r.DB.SetTurnLaunch(ctx, id, launchID); err != nil {
 			return nil, err
 		}
-		res, err = r.drive(ctx, b, t, launchID, h)
+		res, err = r.drive(ctx, b, t, launchID, nil, h)
 	}
 	if err != nil {
 		res = provider.Result{Status: provider.StatusFailed, Error: &provider.Error{Code: reason.CodeOf(err), Message: err.Error()}}
@@ -379,6 +393,10 @@ func (r *Runner) finish(ctx context.Context, req Request, b *binding) (*binding,
 	if b.conv, b.hasConv, err = r.DB.Conversation(ctx, req.Workspace, req.Connection, req.Conversation); err != nil {
 		return nil, err
 	}
+	b.warmKey = warmKey{workspace: req.Workspace, connection: b.connection, conversation: req.Conversation}
+	if b.fingerprint, err = fingerprint(b); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -446,8 +464,49 @@ func (r *Runner) probe(ctx context.Context, b *binding) (string, error) {
 	return v, nil
 }
 
-// drive launches the provider once and runs the turn in it.
-func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchID string, h *handler) (provider.Result, error) {
+// drive runs the turn in a provider process: the conversation's warm
+// worker when the pool holds one launched with exactly this binding and on
+// this session, else a new launch (launchID). A worker whose turn
+// completed is parked in the pool for the workspace's idleRelease;
+// anything else is stopped, with its receipt, when the turn ends.
+func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchID string, w *worker, h *handler) (provider.Result, error) {
+	// The binding is checked again just before the provider starts: an
+	// apply may have run since it was resolved.
+	if err := h.check(ctx); err != nil {
+		if w != nil {
+			r.Pool.release(w, "the binding changed")
+		}
+		return provider.Result{Status: provider.StatusInterrupted, Error: &provider.Error{Code: reason.CodeOf(err), Message: reason.Of(err).Msg}}, nil
+	}
+	if w == nil {
+		var err error
+		if w, err = r.launchWorker(ctx, b, t, launchID); err != nil {
+			return provider.Result{}, err
+		}
+	}
+	res, err := r.runOn(ctx, b, t, w, h)
+	if r.Pool != nil && w.session != nil && err == nil && res.Status == provider.StatusCompleted && res.Session != "" && w.alive() {
+		w.thread = res.Session
+		r.Pool.park(w, r.idleRelease(b))
+		return res, nil
+	}
+	r.Pool.release(w, "its turn ended")
+	return res, err
+}
+
+// idleRelease is how long the turn's workspace keeps a worker warm.
+func (r *Runner) idleRelease(b *binding) time.Duration {
+	d, err := b.launch.WorkspaceSpec.IdleReleaseDuration()
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// launchWorker launches the provider for turn t: its proxy when the
+// workspace's egress is inference, the sandbox, and the session when the
+// adapter keeps its program between turns and the runner has a pool.
+func (r *Runner) launchWorker(ctx context.Context, b *binding, t provider.Turn, launchID string) (*worker, error) {
 	args, env := b.adapter.Args(t)
 	req := b.launch.Request
 	req.Env = map[string]string{}
@@ -458,60 +517,53 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 		req.Env[k] = v
 	}
 	req.Command = append(append([]string{b.program.Path}, b.launch.ProviderCmd[1:]...), args...)
-	// The binding is checked again just before the provider starts: an
-	// apply may have run since it was resolved.
-	if err := h.check(ctx); err != nil {
-		return provider.Result{Status: provider.StatusInterrupted, Error: &provider.Error{Code: reason.CodeOf(err), Message: reason.Of(err).Msg}}, nil
-	}
 	// A workspace with egress inference reaches the provider's endpoints
 	// through a proxy of this launch's own, and nothing else; the proxy
-	// is stopped after the process tree (defers run last to first).
+	// is stopped after the process tree.
 	withProxy := *b.launch
 	withProxy.Request = req
 	px, err := launch.StartEgress(ctx, &withProxy, launchID, r.DB)
 	if err != nil {
-		return provider.Result{}, err
+		return nil, err
 	}
-	defer px.Stop()
 	req = withProxy.Request
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return provider.Result{}, fmt.Errorf("turn: %w", err)
+		px.Stop()
+		return nil, fmt.Errorf("turn: %w", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		px.Stop()
 		inR.Close()
 		inW.Close()
-		return provider.Result{}, fmt.Errorf("turn: %w", err)
+		return nil, fmt.Errorf("turn: %w", err)
 	}
-	defer outR.Close()
-	defer inW.Close()
-	stderr := &tailBuffer{max: 8 << 10}
-	rec := launch.Recorder{DB: r.DB}
-	proc, err := isolate.Launch(ctx, req, isolate.Options{Recorder: rec, LaunchID: launchID, Stdin: inR, Stdout: outW, Stderr: stderr})
+	w := &worker{launchID: launchID, px: px, inW: inW, outR: outR, stderr: &tailBuffer{max: 8 << 10},
+		exited: make(chan struct{}), rec: launch.Recorder{DB: r.DB}, fingerprint: b.fingerprint, key: b.warmKey}
+	// The launch outlives the turn's context when the worker is kept.
+	proc, err := isolate.Launch(context.WithoutCancel(ctx), req, isolate.Options{Recorder: w.rec, LaunchID: launchID, Stdin: inR, Stdout: outW, Stderr: w.stderr})
 	inR.Close()
 	outW.Close()
 	if err != nil {
-		return provider.Result{}, err
-	}
-	bg := context.WithoutCancel(ctx)
-	exited := make(chan struct{})
-	go func() {
-		proc.Wait(bg)
-		close(exited)
-	}()
-	defer func() {
-		// The provider has ended the turn (or is to be stopped), but what
-		// it started may not have: stop the tree and write the receipt.
+		px.Stop()
 		inW.Close()
-		select {
-		case <-exited:
-		case <-time.After(provider.Grace):
-		}
-		isolate.Stop(bg, proc.Identity, 2*time.Second, rec)
-		<-exited
+		outR.Close()
+		return nil, err
+	}
+	w.proc = proc
+	go func() {
+		proc.Wait(context.Background())
+		close(w.exited)
 	}()
+	if sa, ok := b.adapter.(provider.SessionAdapter); ok && r.Pool != nil {
+		w.session = sa.Open(provider.Pipes{Stdin: inW, Stdout: outR})
+	}
+	return w, nil
+}
 
+// runOn runs turn t in worker w.
+func (r *Runner) runOn(ctx context.Context, b *binding, t provider.Turn, w *worker, h *handler) (provider.Result, error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if h.req.Timeout > 0 {
@@ -522,6 +574,7 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 	}
 	h.start(cancel)
 	defer h.stop()
+	px := w.px
 	if px != nil {
 		// The proxy gone, the sandbox has no network at all: the turn
 		// cannot go on and says why.
@@ -535,7 +588,13 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 			}
 		}()
 	}
-	res, err := b.adapter.Run(runCtx, provider.Pipes{Stdin: inW, Stdout: outR}, t, h)
+	var res provider.Result
+	var err error
+	if w.session != nil {
+		res, err = w.session.Turn(runCtx, t, h)
+	} else {
+		res, err = b.adapter.Run(runCtx, provider.Pipes{Stdin: w.inW, Stdout: w.outR}, t, h)
+	}
 	if px != nil && err == nil && res.Status != provider.StatusCompleted && px.Died(500*time.Millisecond) {
 		// The proxy died under the turn (nlx stops it only later): its
 		// death, not what the provider made of it, is the cause.
@@ -543,7 +602,7 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 		res.Error = &provider.Error{Code: reason.EgressProxyUnavailable, Message: "the inference proxy ended while the turn ran: the sandbox has no network"}
 	}
 	if err == nil && res.Error != nil && res.Error.Code == reason.ProviderExited {
-		if msg := strings.TrimSpace(b.redact.String(stderr.String())); msg != "" {
+		if msg := strings.TrimSpace(b.redact.String(w.stderr.String())); msg != "" {
 			res.Error.Message += ": " + tail(msg, 600)
 		}
 	}

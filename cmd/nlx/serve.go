@@ -89,7 +89,10 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		return err
 	}
 	defer db.Close()
-	r, err := a.runner(db, &turn.Runner{DB: db})
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(a.io.Err, "nlx serve: "+format+"\n", args...)
+	}
+	r, err := a.runner(db, &turn.Runner{DB: db, Pool: &turn.Pool{Log: logf}})
 	if err != nil {
 		return err
 	}
@@ -97,10 +100,9 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		Grace: opts.grace, Late: opts.late, Poll: opts.poll, PermissionWait: opts.permissionWait,
 		IdleTimeout: opts.idleTimeout, Timeout: opts.timeout, Revalidate: opts.revalidate,
 		HostEnv: os.Environ(), Backend: isolate.Backend(opts.backend),
-		Log: func(format string, args ...any) {
-			fmt.Fprintf(a.io.Err, "nlx serve: "+format+"\n", args...)
-		},
-		Ready: func() { sdNotify("READY=1") },
+		Log:     logf,
+		Ready:   func() { sdNotify("READY=1") },
+		Release: r.Pool.Close,
 	}}
 	err = s.Serve(ctx)
 	sdNotify("STOPPING=1")

@@ -440,3 +440,48 @@ func TestTiming(t *testing.T) {
 	t.Logf("%d text turns, program start to result: median %v, min %v, max %v", n, took[n/2], took[0], took[n-1])
 	t.Logf("start to initialize's answer: median %v; to thread/start's: median %v", initialized[n/2], threaded[n/2])
 }
+
+// TestSessionTurns: one app-server kept for several turns (a warm
+// worker): the second turn runs on the first's thread without a new
+// initialize or thread, and its model request carries the first exchange;
+// each turn's usage is its own.
+func TestSessionTurns(t *testing.T) {
+	t.Parallel()
+	fake := startFake(t)
+	fake.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Text: "First answer."}}})
+	fake.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Text: "Second answer."}}})
+	turn := provider.Turn{Prompt: "first question", Cwd: t.TempDir(), Policy: provider.WorkspaceWrite}
+	p := startCodex(t, fake, "", turn.Cwd, turn)
+	s := (&Adapter{}).Open(p.pipes)
+	ctx := context.Background()
+	r1, err := s.Turn(ctx, turn, &recorder{})
+	if err != nil || r1.Status != provider.StatusCompleted || r1.Text != "First answer." {
+		t.Fatalf("first turn: %+v, %v", r1, err)
+	}
+	turn.Prompt, turn.Resume = "second question", "ignored-by-a-session"
+	r2, err := s.Turn(ctx, turn, &recorder{})
+	if err != nil || r2.Status != provider.StatusCompleted || r2.Text != "Second answer." {
+		t.Fatalf("second turn: %+v, %v", r2, err)
+	}
+	if r2.Session != r1.Session {
+		t.Errorf("the second turn ran on thread %s, the first on %s", r2.Session, r1.Session)
+	}
+	if r2.Usage.InputTokens == 0 || r2.Usage.InputTokens == r1.Usage.InputTokens+r2.Usage.InputTokens {
+		t.Errorf("second turn's usage %+v (first %+v): want its own count", r2.Usage, r1.Usage)
+	}
+	s.Close()
+	p.wait(t)
+	reqs := fake.AgentRequests()
+	if len(reqs) != 2 || !strings.Contains(strings.Join(reqs[1].Texts, "\n"), "First answer.") {
+		t.Fatalf("the second request does not carry the first exchange: %d requests", len(reqs))
+	}
+	n := map[string]int{}
+	for _, m := range p.tr.sent() {
+		if meth, ok := m["method"].(string); ok {
+			n[meth]++
+		}
+	}
+	if n[string(methodInitialize)] != 1 || n[string(methodThreadStart)] != 1 || n[string(methodTurnStart)] != 2 {
+		t.Errorf("sent %v: want one initialize, one thread/start, two turn/start", n)
+	}
+}

@@ -27,8 +27,25 @@ var quiet = []method{"account/rateLimits/updated", "remoteControl/status/changed
 
 // Run drives one turn: see provider.Adapter.
 func (a *Adapter) Run(ctx context.Context, p provider.Pipes, t provider.Turn, h provider.Handler) (provider.Result, error) {
-	r := newRun(ctx, a, p, t, h)
-	defer r.close()
+	s := a.Open(p)
+	defer s.Close()
+	return s.Turn(ctx, t, h)
+}
+
+// Open starts driving an app-server for several turns of one thread: see
+// provider.SessionAdapter. The first turn initializes it and starts (or
+// resumes) the thread; the next ones start turns on that thread.
+func (a *Adapter) Open(p provider.Pipes) provider.Session {
+	r := &run{adapter: a, out: &provider.LineWriter{Name: "codex", W: p.Stdin}, in: make(chan provider.Line, 64),
+		stop: make(chan struct{}), pending: map[int64]method{}, finished: map[string]bool{}}
+	go provider.ReadLines(p.Stdout, r.in, r.stop)
+	return r
+}
+
+// Turn runs one turn on the session's thread.
+func (r *run) Turn(ctx context.Context, t provider.Turn, h provider.Handler) (provider.Result, error) {
+	r.begin(ctx, t, h)
+	defer r.endTurn()
 	return r.loop()
 }
 
@@ -42,8 +59,9 @@ const (
 	phaseTurn                    // the turn runs
 )
 
-// run is one Run's state. Only its loop's goroutine touches it but for
-// out (the writer) and wg (permission requests in flight).
+// run is a session's state: the program's and its thread's, and the
+// current turn's (reset by begin). Only the loop's goroutine touches it
+// but for out (the writer) and wg (permission requests in flight).
 type run struct {
 	ctx     context.Context
 	adapter *Adapter
@@ -57,15 +75,17 @@ type run struct {
 	cancelPerm context.CancelFunc
 	wg         sync.WaitGroup
 
-	phase    phase
-	nextID   int64
-	pending  map[int64]method // our requests without a response
-	thread   string
-	turnID   string
-	policy   approvalPolicy
-	lastErr  string // the last error notification's message
-	canceled bool   // ctx ended: turn/interrupt sent (or to be sent)
-	grace    <-chan time.Time
+	phase       phase
+	initialized bool            // initialize answered
+	finished    map[string]bool // the session's earlier turns: their late notifications are not this turn's
+	nextID      int64
+	pending     map[int64]method // our requests without a response
+	thread      string
+	turnID      string
+	policy      approvalPolicy
+	lastErr     string // the last error notification's message
+	canceled    bool   // ctx ended: turn/interrupt sent (or to be sent)
+	grace       <-chan time.Time
 
 	texts    []*agentText // the turn's agent messages, in order
 	textByID map[string]*agentText
@@ -90,24 +110,31 @@ type toolItem struct {
 	started bool
 }
 
-func newRun(ctx context.Context, a *Adapter, p provider.Pipes, t provider.Turn, h provider.Handler) *run {
-	r := &run{ctx: ctx, adapter: a, turn: t, h: h, out: &provider.LineWriter{Name: "codex", W: p.Stdin}, in: make(chan provider.Line, 64),
-		stop: make(chan struct{}), pending: map[int64]method{}, textByID: map[string]*agentText{},
-		tools: map[string]*toolItem{}, policy: approvalNever}
+// begin resets the turn's state for a turn of the session.
+func (r *run) begin(ctx context.Context, t provider.Turn, h provider.Handler) {
+	r.ctx, r.turn, r.h = ctx, t, h
+	r.policy = approvalNever
 	if t.Policy.Asks() {
 		r.policy = approvalUntrusted
 	}
 	r.perms, r.cancelPerm = context.WithCancel(ctx)
-	go provider.ReadLines(p.Stdout, r.in, r.stop)
-	return r
+	r.phase, r.turnID, r.lastErr, r.canceled, r.grace = phaseInitialize, "", "", false, nil
+	r.texts, r.textByID, r.tools = nil, map[string]*agentText{}, map[string]*toolItem{}
+	r.base, r.usage, r.snapshot = nil, provider.Usage{}, ""
 }
 
-// close ends what the run started: the permission requests in flight are
-// cancelled (and answered), then stdin is closed so that the program
-// exits.
-func (r *run) close() {
+// endTurn ends what the turn started: the permission requests in flight
+// are cancelled (and answered).
+func (r *run) endTurn() {
 	r.cancelPerm()
 	r.wg.Wait()
+	if r.turnID != "" {
+		r.finished[r.turnID] = true
+	}
+}
+
+// Close ends the session: stdin is closed so that the program exits.
+func (r *run) Close() {
 	close(r.stop)
 	r.out.Close()
 }
@@ -173,10 +200,17 @@ func (r *run) loop() (provider.Result, error) {
 		r.canceled = true
 		return r.interrupted().res, nil // nothing sent
 	}
-	r.call(methodInitialize, initializeParams{
-		ClientInfo:   clientInfo{Name: clientName, Title: "nlx", Version: orDev(r.adapter.ClientVersion)},
-		Capabilities: &initializeCapabilities{OptOutNotificationMethods: quiet},
-	})
+	switch {
+	case !r.initialized:
+		r.call(methodInitialize, initializeParams{
+			ClientInfo:   clientInfo{Name: clientName, Title: "nlx", Version: orDev(r.adapter.ClientVersion)},
+			Capabilities: &initializeCapabilities{OptOutNotificationMethods: quiet},
+		})
+	case r.thread == "":
+		return r.failed(reason.ProviderProtocol, "codex: the session has no thread to continue").res, nil
+	default:
+		r.startTurn()
+	}
 	done := r.ctx.Done()
 	for {
 		var o *outcome
@@ -282,6 +316,7 @@ func (r *run) answered(m message) *outcome {
 			return r.failed(reason.ProviderError, "codex refused initialize: %v", m.Error)
 		}
 		_ = r.out.Send(notification{Method: methodInitialized})
+		r.initialized = true
 		r.phase = phaseThread
 		if r.turn.Resume != "" {
 			r.call(methodThreadResume, threadResumeParams{ThreadID: r.turn.Resume, Cwd: r.turn.Cwd, ApprovalPolicy: r.policy,
@@ -306,10 +341,7 @@ func (r *run) answered(m message) *outcome {
 		if r.canceled {
 			return r.interrupted()
 		}
-		r.phase = phaseTurnStart
-		r.call(methodTurnStart, turnStartParams{ThreadID: r.thread, Input: []userInput{{Type: inputText, Text: r.turn.Prompt}},
-			Cwd: r.turn.Cwd, ApprovalPolicy: r.policy, ApprovalsReviewer: reviewerUser,
-			SandboxPolicy: sandboxPolicy{Type: sandboxExternal, NetworkAccess: networkEnabled}})
+		r.startTurn()
 	case methodTurnStart:
 		if m.Error != nil {
 			return r.failed(reason.ProviderError, "codex refused turn/start: %v", m.Error)
@@ -332,10 +364,18 @@ func (r *run) answered(m message) *outcome {
 	return nil
 }
 
+// startTurn starts the turn on the thread.
+func (r *run) startTurn() {
+	r.phase = phaseTurnStart
+	r.call(methodTurnStart, turnStartParams{ThreadID: r.thread, Input: []userInput{{Type: inputText, Text: r.turn.Prompt}},
+		Cwd: r.turn.Cwd, ApprovalPolicy: r.policy, ApprovalsReviewer: reviewerUser,
+		SandboxPolicy: sandboxPolicy{Type: sandboxExternal, NetworkAccess: networkEnabled}})
+}
+
 // ours reports whether a notification of thread and turn is of this
 // turn. Before turn/start's answer the turn is adopted from it.
 func (r *run) ours(thread, turn string) bool {
-	if thread != "" && thread != r.thread {
+	if (thread != "" && thread != r.thread) || r.finished[turn] {
 		return false
 	}
 	if r.turnID == "" && r.phase >= phaseTurnStart && turn != "" {
