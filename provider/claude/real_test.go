@@ -482,3 +482,37 @@ func TestWorkspaceSettingsIgnored(t *testing.T) {
 		t.Errorf("asked %d times, want the Bash call asked despite the workspace's allow rule", len(h.Asked()))
 	}
 }
+
+// TestRealSessionTurns: one Claude Code kept for several turns (a warm
+// worker): the second user message continues the first's session in the
+// same process, its model request carries the first exchange, and each
+// turn's usage is its own.
+func TestRealSessionTurns(t *testing.T) {
+	fake := startFake(t)
+	fake.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Text: "First answer."}}})
+	fake.Push(fakemodel.Reply{Steps: []fakemodel.Step{{Text: "Second answer."}}})
+	turn := provider.Turn{Prompt: "first question", Policy: provider.WorkspaceWrite}
+	p := startClaude(t, fake, "", "", turn)
+	s := (&Adapter{}).Open(p.pipes)
+	r1, err := s.Turn(testCtx(t), turn, &recorder{})
+	if err != nil || r1.Status != provider.StatusCompleted || r1.Text != "First answer." {
+		t.Fatalf("first turn: %+v, %v", r1, err)
+	}
+	turn.Prompt = "second question"
+	r2, err := s.Turn(testCtx(t), turn, &recorder{})
+	if err != nil || r2.Status != provider.StatusCompleted || r2.Text != "Second answer." {
+		t.Fatalf("second turn: %+v, %v", r2, err)
+	}
+	if r2.Session != r1.Session {
+		t.Errorf("the second turn ran in session %s, the first in %s", r2.Session, r1.Session)
+	}
+	if r2.Usage.OutputTokens == 0 {
+		t.Errorf("second turn's usage %+v", r2.Usage)
+	}
+	s.Close()
+	p.wait(t, false)
+	reqs := fake.AgentRequests()
+	if len(reqs) != 2 || !strings.Contains(strings.Join(reqs[1].Texts, "\n"), "First answer.") {
+		t.Fatalf("the second request does not carry the first exchange: %d requests", len(reqs))
+	}
+}

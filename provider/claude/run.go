@@ -35,12 +35,30 @@ var resumeRejections = []string{
 
 // Run drives one turn: see provider.Adapter.
 func (a *Adapter) Run(ctx context.Context, p provider.Pipes, t provider.Turn, h provider.Handler) (provider.Result, error) {
-	r := newRun(ctx, p, t, h)
-	defer r.close()
+	s := a.Open(p)
+	defer s.Close()
+	return s.Turn(ctx, t, h)
+}
+
+// Open starts driving Claude Code for several turns of one session: see
+// provider.SessionAdapter. Each turn is one user message on its stdin;
+// the session is the one the first turn started (or resumed with
+// --resume, which Args put on the command line).
+func (a *Adapter) Open(p provider.Pipes) provider.Session {
+	r := &run{out: &provider.LineWriter{Name: "claude", W: p.Stdin}, in: make(chan provider.Line, 64), stop: make(chan struct{})}
+	go provider.ReadLines(p.Stdout, r.in, r.stop)
+	return r
+}
+
+// Turn runs one turn of the session.
+func (r *run) Turn(ctx context.Context, t provider.Turn, h provider.Handler) (provider.Result, error) {
+	r.begin(ctx, t, h)
+	defer r.endTurn()
 	return r.loop()
 }
 
-// run is one Run's state. Only its loop's goroutine touches it, but for
+// run is a session's state: the program's and its session's, and the
+// current turn's (reset by begin). Only its loop's goroutine touches it, but for
 // out (the writer), and mu's members (shared with the permission
 // requests in flight, wg).
 type run struct {
@@ -85,25 +103,33 @@ type toolCall struct {
 	input string
 }
 
-func newRun(ctx context.Context, p provider.Pipes, t provider.Turn, h provider.Handler) *run {
-	r := &run{ctx: ctx, turn: t, h: h, out: &provider.LineWriter{Name: "claude", W: p.Stdin}, in: make(chan provider.Line, 64), stop: make(chan struct{}),
-		asking: map[string]*asking{}, declined: map[string]bool{}, streamed: map[string]bool{}, tools: map[string]*toolCall{}}
+// begin resets the turn's state for a turn of the session.
+func (r *run) begin(ctx context.Context, t provider.Turn, h provider.Handler) {
+	r.ctx, r.turn, r.h = ctx, t, h
 	r.perms, r.cancelPerm = context.WithCancel(ctx)
-	go provider.ReadLines(p.Stdout, r.in, r.stop)
-	return r
+	r.mu.Lock()
+	r.asking, r.declined = map[string]*asking{}, map[string]bool{}
+	r.mu.Unlock()
+	r.canceled, r.grace = false, nil
+	r.text.Reset()
+	r.snapshot, r.message, r.streamed, r.tools = "", "", map[string]bool{}, map[string]*toolCall{}
+	r.usage, r.msgUsage = provider.Usage{}, provider.Usage{}
 }
 
-// close ends what the run started: the permission requests in flight are
-// cancelled (and answered), then stdin is closed so that the program
-// exits.
-func (r *run) close() {
+// endTurn ends what the turn started: the permission requests in flight
+// are cancelled (and answered).
+func (r *run) endTurn() {
 	r.cancelPerm()
 	r.wg.Wait()
-	close(r.stop)
-	r.out.Close()
 	if r.grace != nil {
 		r.grace.Stop()
 	}
+}
+
+// Close ends the session: stdin is closed so that the program exits.
+func (r *run) Close() {
+	close(r.stop)
+	r.out.Close()
 }
 
 // outcome ends the loop: a result, or Run's error.
