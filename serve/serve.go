@@ -363,7 +363,9 @@ func (s *Server) tick(ctx context.Context, now time.Time) {
 			continue
 		}
 		d := Due(j.Schedule, cursor, now, s.Opts.Late, CatchUp(j.Spec.CatchUp))
-		if !d.Cursor.After(cursor) {
+		if len(d.Run) == 0 && d.Missed == 0 {
+			// Nothing fell due: the cursor stays, and nothing is written
+			// (an idle serve writes nothing to the state).
 			continue
 		}
 		if d.Missed > 0 {

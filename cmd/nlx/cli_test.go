@@ -149,6 +149,7 @@ func TestScripts(t *testing.T) {
 			"lastturn":       cmdLastTurn,
 			"instant":        cmdInstant,
 			"waitclaim":      cmdWaitclaim,
+			"statefile":      cmdStatefile,
 		},
 	})
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -61,4 +63,19 @@ func cmdWaitclaim(ts *testscript.TestScript, neg bool, args []string) {
 	if !neg {
 		ts.Fatalf("job %s: no claim in phase %s (newest: %s)", args[1], args[2], last)
 	}
+}
+
+// cmdStatefile STATE VAR sets VAR to the size and modification time of the
+// state and its WAL: equal values tell that nothing wrote to it between.
+func cmdStatefile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: statefile STATE VAR")
+	}
+	var parts []string
+	for _, p := range []string{args[0], args[0] + "-wal"} {
+		if fi, err := os.Stat(ts.MkAbs(p)); err == nil {
+			parts = append(parts, fmt.Sprintf("%d@%d", fi.Size(), fi.ModTime().UnixNano()))
+		}
+	}
+	ts.Setenv(args[1], strings.Join(parts, ","))
 }
