@@ -150,6 +150,7 @@ func TestScripts(t *testing.T) {
 			"instant":        cmdInstant,
 			"waitclaim":      cmdWaitclaim,
 			"statefile":      cmdStatefile,
+			"hold":           cmdHold,
 		},
 	})
 }

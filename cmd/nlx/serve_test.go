@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strings"
@@ -78,4 +79,21 @@ func cmdStatefile(ts *testscript.TestScript, neg bool, args []string) {
 		}
 	}
 	ts.Setenv(args[1], strings.Join(parts, ","))
+}
+
+// cmdHold STATE ADDRESS puts an applied resource on review hold, as an
+// import does (the preservation issue's importer is what makes held
+// resources; until then a test holds one by hand).
+func cmdHold(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: hold STATE ADDRESS")
+	}
+	db, err := sql.Open("sqlite", ts.MkAbs(args[0]))
+	ts.Check(err)
+	defer db.Close()
+	res, err := db.Exec(`UPDATE resources SET status = 'held' WHERE address = ?`, args[1])
+	ts.Check(err)
+	if n, _ := res.RowsAffected(); n != 1 {
+		ts.Fatalf("hold: no resource %s", args[1])
+	}
 }
