@@ -404,7 +404,7 @@ func (s *Server) admit(ctx context.Context, j *Job, at time.Time) {
 	s.mu.Unlock()
 	if !busy {
 		// Another process's occurrence of the job (nlx run) counts too.
-		busy = jobOpen(ctx, s.DB, j.Name)
+		busy, _ = s.DB.JobActive(ctx, j.Name)
 	}
 	block := Blocked(ctx, s.DB, s.Runner, j, s.request(j), true)
 	switch {
@@ -617,7 +617,7 @@ func Blocked(ctx context.Context, db *state.DB, r Runner, j *Job, req turn.Reque
 				j.Name, conn.Owner, j.Spec.Connection)
 		}
 	}
-	if u, err := lockedBy(ctx, db, j.Spec.Workspace, j.Conversation()); err != nil {
+	if u, err := db.ConversationLock(ctx, j.Spec.Workspace, j.Conversation()); err != nil {
 		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
 	} else if u != nil {
 		return reason.New(reason.WorkflowLocked, "claim %s of job %s in conversation %s has an outcome nobody knows: resolve it first (nlx resolve claim %s)",
@@ -630,35 +630,6 @@ func Blocked(ctx context.Context, db *state.DB, r Runner, j *Job, req turn.Reque
 		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
 	}
 	return nil
-}
-
-// jobOpen reports whether an occurrence of the job is claimed or running.
-func jobOpen(ctx context.Context, db *state.DB, job string) bool {
-	open, err := db.OpenClaims(ctx)
-	if err != nil {
-		return false
-	}
-	for _, c := range open {
-		if c.Job == job && (c.Phase == state.ClaimClaimed || c.Phase == state.ClaimDispatched) {
-			return true
-		}
-	}
-	return false
-}
-
-// lockedBy is the unresolved unknown claim locking a conversation, if any.
-func lockedBy(ctx context.Context, db *state.DB, workspace, conversation string) (*state.ClaimRow, error) {
-	open, err := db.OpenClaims(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for i := range open {
-		c := &open[i]
-		if c.Phase == state.ClaimUnknown && c.Workspace == workspace && c.Conversation == conversation {
-			return c, nil
-		}
-	}
-	return nil, nil
 }
 
 func workspaceOf(ctx context.Context, db *state.DB, name string) (*schema.Workspace, error) {

@@ -147,9 +147,13 @@ func (db *DB) Claim(ctx context.Context, c ClaimRow) (created bool, err error) {
 // taking that lock.
 func dispatch(ctx context.Context, tx *sql.Tx, t TurnRow, at string) error {
 	var holder ClaimRow
+	// The open phases in the SQL text, so that SQLite uses claims_open
+	// (the claims of a conversation that are not over), not a scan of
+	// every claim ever made.
 	err := tx.QueryRowContext(ctx, `SELECT o.id, o.job, o.phase FROM claims c JOIN claims o
-		ON o.workspace = c.workspace AND o.conversation = c.conversation AND o.id != c.id
-		WHERE c.id = ? AND (o.phase = '`+string(ClaimDispatched)+`' OR (o.phase = '`+string(ClaimUnknown)+`' AND o.resolved_at = ''))
+		ON o.conversation = c.conversation AND o.workspace = c.workspace AND o.id != c.id
+		WHERE c.id = ? AND o.phase IN `+openPhases+`
+		AND (o.phase = '`+string(ClaimDispatched)+`' OR (o.phase = '`+string(ClaimUnknown)+`' AND o.resolved_at = ''))
 		LIMIT 1`, t.ClaimID).Scan(&holder.ID, &holder.Job, &holder.Phase)
 	switch {
 	case err == nil && holder.Phase == ClaimUnknown:
@@ -248,12 +252,37 @@ func (db *DB) Claims(ctx context.Context, job string, limit int) ([]ClaimRow, er
 	return db.claims(ctx, tail, args...)
 }
 
+// openPhases are the phases of claims_open's partial index, as SQL: a
+// query that names them so uses the index.
+const openPhases = `('` + string(ClaimClaimed) + `', '` + string(ClaimDispatched) + `', '` + string(ClaimUnknown) + `')`
+
 // OpenClaims lists the claims that have not ended (claimed, dispatched)
 // and the unknown ones nobody resolved, oldest first.
 func (db *DB) OpenClaims(ctx context.Context) ([]ClaimRow, error) {
-	// The phases in the SQL text, so that SQLite uses claims_open.
-	return db.claims(ctx, `WHERE phase IN ('`+string(ClaimClaimed)+`', '`+string(ClaimDispatched)+`', '`+string(ClaimUnknown)+
-		`') AND resolved_at = '' ORDER BY claimed_at, id`)
+	return db.claims(ctx, `WHERE phase IN `+openPhases+` AND resolved_at = '' ORDER BY claimed_at, id`)
+}
+
+// ConversationLock is the unknown claim nobody resolved that holds a
+// conversation's workflow lock, if any.
+func (db *DB) ConversationLock(ctx context.Context, workspace, conversation string) (*ClaimRow, error) {
+	rows, err := db.claims(ctx, `WHERE conversation = ? AND workspace = ? AND phase IN `+openPhases+`
+		AND phase = '`+string(ClaimUnknown)+`' AND resolved_at = '' ORDER BY claimed_at, id LIMIT 1`, conversation, workspace)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0], nil
+}
+
+// JobActive reports whether an occurrence of job is claimed or running
+// (by any nlx).
+func (db *DB) JobActive(ctx context.Context, job string) (bool, error) {
+	var n int
+	err := db.rdb.QueryRowContext(ctx, `SELECT count(*) FROM claims WHERE job = ? AND phase IN `+openPhases+`
+		AND phase IN ('`+string(ClaimClaimed)+`', '`+string(ClaimDispatched)+`')`, job).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read claims of job %s: %w", job, err)
+	}
+	return n > 0, nil
 }
 
 // OpenClaimsPage is one page of OpenClaims: at most limit claims after
@@ -265,8 +294,8 @@ func (db *DB) OpenClaimsPage(ctx context.Context, after *ClaimRow, limit int) ([
 	if after != nil {
 		at, id = after.ClaimedAt, after.ID
 	}
-	return db.claims(ctx, `WHERE phase IN ('`+string(ClaimClaimed)+`', '`+string(ClaimDispatched)+`', '`+string(ClaimUnknown)+
-		`') AND resolved_at = '' AND (claimed_at > ? OR (claimed_at = ? AND id > ?)) ORDER BY claimed_at, id LIMIT ?`, at, at, id, limit)
+	return db.claims(ctx, `WHERE phase IN `+openPhases+` AND resolved_at = ''
+		AND (claimed_at > ? OR (claimed_at = ? AND id > ?)) ORDER BY claimed_at, id LIMIT ?`, at, at, id, limit)
 }
 
 // LatestClaims is each job's newest claim, by job.
