@@ -180,8 +180,22 @@ func (s *Server) Serve(ctx context.Context) error {
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
 	s.turnCtx = turnCtx
-	if err := s.reload(ctx); err != nil {
-		return err
+	// An apply changing the state right now is waited for: its half is
+	// not read (the snapshot refuses it).
+	for {
+		err := s.reload(ctx)
+		if err == nil {
+			break
+		}
+		if !reason.Is(err, reason.StateLocked) {
+			return err
+		}
+		s.logf("waiting for the apply changing the state: %v", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.Clock.After(s.Opts.Poll):
+		}
 	}
 	s.logf("serving serial %d: %d job(s)", s.serial, len(s.jobs))
 	if s.Opts.Ready != nil {
@@ -375,9 +389,20 @@ func (s *Server) tick(ctx context.Context, now time.Time) {
 			}
 			s.logf("job %s: %d%s occurrence(s) missed while nlx serve was down (catchUp %s)", name, d.Missed, more, j.Spec.CatchUp)
 		}
+		cur := d.Cursor
 		for _, at := range d.Run {
-			s.admit(ctx, j, at)
+			if err := s.admit(ctx, j, at); err != nil {
+				// Not claimed (the state could not be written): the cursor
+				// stays before it, and the next tick tries again.
+				s.logf("job %s due %s: %v (trying again)", name, state.FormatInstant(at), err)
+				cur = at.Add(-time.Nanosecond)
+				break
+			}
 		}
+		if !cur.After(cursor) {
+			continue
+		}
+		d.Cursor = cur
 		if err := s.DB.SetCursor(ctx, name, d.Cursor); err != nil {
 			s.logf("job %s: %v", name, err)
 			continue
@@ -389,13 +414,13 @@ func (s *Server) tick(ctx context.Context, now time.Time) {
 }
 
 // admit claims one occurrence and queues it on its conversation, or
-// records why it does not run.
-func (s *Server) admit(ctx context.Context, j *Job, at time.Time) {
+// records why it does not run. An error means nothing was recorded.
+func (s *Server) admit(ctx context.Context, j *Job, at time.Time) error {
 	switch {
 	case !j.Spec.Enabled:
-		return // disabled on purpose: nothing is recorded, nlx jobs says so
+		return nil // disabled on purpose: nothing is recorded, nlx jobs says so
 	case j.Status == reconcile.StatusHeld:
-		return // held for review: the same
+		return nil // held for review: the same
 	}
 	c := state.ClaimRow{ID: NewID(), Job: j.Name, ScheduledAt: state.FormatInstant(at), Trigger: state.TriggerSchedule,
 		Workspace: j.Spec.Workspace, Conversation: j.Conversation(), Connection: j.Spec.Connection, Serial: s.serial}
@@ -419,20 +444,20 @@ func (s *Server) admit(ctx context.Context, j *Job, at time.Time) {
 	}
 	created, err := s.DB.Claim(ctx, c)
 	if err != nil {
-		s.logf("job %s due %s: %v", j.Name, c.ScheduledAt, err)
-		return
+		return err
 	}
 	if !created {
 		s.logf("job %s due %s: claimed before; not run again", j.Name, c.ScheduledAt)
-		return
+		return nil
 	}
 	if c.Phase == state.ClaimSkipped {
 		s.logf("job %s due %s: skipped (%s): %s", j.Name, c.ScheduledAt, c.ReasonCode, c.Reason)
-		return
+		return nil
 	}
 	fault.Point("serve.claimed")
 	s.logf("job %s due %s: claimed %s", j.Name, c.ScheduledAt, c.ID)
 	s.enqueue(j, c)
+	return nil
 }
 
 // actorOf is who a scheduled occurrence runs for: the owner of the job's
