@@ -185,7 +185,7 @@ func (p *Pool) release(w *worker, why string) {
 	bg := context.Background()
 	var err error
 	for attempt := range releaseAttempts {
-		if _, err = isolate.Stop(bg, w.proc.Identity, 2*time.Second, w.rec); err == nil {
+		if _, err = isolate.Stop(bg, w.proc.Identity, 2*time.Second, w.rec); err == nil || attempt == releaseAttempts-1 {
 			break
 		}
 		time.Sleep(time.Duration(1<<attempt) * time.Second)
