@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nlx-dev/nlx/internal/procid"
 	"github.com/nlx-dev/nlx/internal/reason"
@@ -19,7 +20,8 @@ type Recovery struct {
 	Reaped  []string // launches found gone without a receipt: receipts written
 	Unknown []string // dispatched claims marked unknown
 	Dropped []string // claimed, never dispatched: skipped (nothing was launched)
-	Live    []string // claims whose process may still run: left alone
+	Live    []string // claims whose maker still runs: left alone (it ends them)
+	Pending []string // dispatched claims whose maker is gone but whose process may still run: checked again (SettlePending)
 	Locked  []string // unknown claims still unresolved (their conversations stay locked)
 }
 
@@ -100,8 +102,8 @@ func settle(ctx context.Context, db *state.DB, self procid.Identity, c *state.Cl
 			return err
 		}
 		if !gone {
-			rec.Live = append(rec.Live, c.ID)
-			logf("claim %s of job %s: its process may still run (launch %s): left alone; nlx stop %s ends it", c.ID, c.Job, launches, launches)
+			rec.Pending = append(rec.Pending, c.ID)
+			logf("claim %s of job %s: its process may still run (launch %s): left alone for now; nlx stop %s ends it", c.ID, c.Job, launches, launches)
 			return nil
 		}
 		why := fmt.Sprintf("dispatched by %s at %s; that nlx died and its process is gone (%s), and nobody recorded how the turn ended", c.Owner, c.DispatchedAt, launches)
@@ -119,6 +121,50 @@ func settle(ctx context.Context, db *state.DB, self procid.Identity, c *state.Cl
 			c.ID, c.Job, c.ScheduledAt, why, c.Conversation, c.ID)
 	}
 	return nil
+}
+
+// settleAttempts bounds how often SettlePending looks again at a claim
+// whose process may still run (1s, 2s, 4s, ... apart).
+const settleAttempts = 6
+
+// SettlePending looks again, a bounded number of times, at the claims
+// Recover found dispatched by a dead nlx while their process might still
+// run (a tree dying with its parent takes a moment): each is settled once
+// its process is proven gone, as Recover would; what is still running
+// after the last attempt stays dispatched for nlx stop and the next start.
+// Nothing else is looked at: with nothing pending there is no query.
+func SettlePending(ctx context.Context, db *state.DB, ids []string, wait func(time.Duration) bool, logf func(string, ...any)) {
+	self, err := procid.Self()
+	if err != nil {
+		return
+	}
+	for attempt := 0; attempt < settleAttempts && len(ids) > 0; attempt++ {
+		if !wait(time.Duration(1<<attempt) * time.Second) {
+			return
+		}
+		rec := &Recovery{}
+		for _, id := range ids {
+			c, err := db.ClaimByID(ctx, id)
+			if err != nil || c.Phase != state.ClaimDispatched {
+				continue
+			}
+			if err := settle(ctx, db, self, c, rec, func(string, ...any) {}); err != nil {
+				logf("claim %s: %v", id, err)
+				rec.Pending = append(rec.Pending, id)
+			}
+		}
+		for _, id := range rec.Unknown {
+			c, _ := db.ClaimByID(ctx, id)
+			if c != nil {
+				logf("claim %s of job %s (due %s) is unknown: %s; never retried, conversation %s is locked until nlx resolve claim %s",
+					c.ID, c.Job, c.ScheduledAt, c.Reason, c.Conversation, c.ID)
+			}
+		}
+		ids = rec.Pending
+	}
+	for _, id := range ids {
+		logf("claim %s: its process still runs after %d looks: left dispatched; nlx stop ends it, and the next start settles it", id, settleAttempts)
+	}
 }
 
 // turnGone reports whether every launch of a turn is proven gone: its

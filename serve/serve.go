@@ -83,6 +83,11 @@ type Options struct {
 	// Release, called once every turn has ended at a stop, releases what
 	// the runner keeps warm (turn.Pool.Close), before the serve lock goes.
 	Release func()
+	// Changed is told the workspaces, connections and providers (by
+	// address) a new serial changed, added or removed: the runner releases
+	// its warm workers of them (turn.Pool.Invalidate) at the apply, not at
+	// their next turn.
+	Changed func(addresses []string)
 }
 
 // Server runs the applied jobs of one state.
@@ -96,6 +101,7 @@ type Server struct {
 	serial  int64
 	jobs    map[string]*Job
 	cursors map[string]time.Time
+	hashes  map[string]string // the spec hashes of the applied workspaces, connections and providers
 	convs   map[convKey]*conversation
 	active  map[string]int // job -> occurrences claimed or running in this serve
 	running sync.WaitGroup
@@ -174,8 +180,19 @@ func (s *Server) Serve(ctx context.Context) error {
 	if took != nil {
 		s.logf("took over the serve lock of %s, which is gone", took)
 	}
-	if _, err := Recover(ctx, s.DB, s.logf); err != nil {
+	rec, err := Recover(ctx, s.DB, s.logf)
+	if err != nil {
 		return err
+	}
+	if len(rec.Pending) > 0 {
+		go SettlePending(context.WithoutCancel(ctx), s.DB, rec.Pending, func(d time.Duration) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-s.Clock.After(d):
+				return true
+			}
+		}, s.logf)
 	}
 	turnCtx, cancelTurns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelTurns(nil)
@@ -282,6 +299,7 @@ func (s *Server) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.noteChanges(rows)
 	now := s.Clock.Now()
 	for name, j := range jobs {
 		if _, ok := cursors[name]; ok {
@@ -313,6 +331,38 @@ func (s *Server) reload(ctx context.Context) error {
 		s.logf("serial %d applied: %d job(s)", serial, len(jobs))
 	}
 	return nil
+}
+
+// noteChanges tells Opts.Changed which workspaces, connections and
+// providers differ from the serial served before.
+func (s *Server) noteChanges(rows []state.Row) {
+	hashes := map[string]string{}
+	for _, r := range rows {
+		switch r.Kind {
+		case schema.KindWorkspace, schema.KindConnection, schema.KindProvider:
+			hashes[r.Address] = r.Hash + string(r.Status)
+		}
+	}
+	old := s.hashes
+	s.hashes = hashes
+	if old == nil || s.Opts.Changed == nil {
+		return
+	}
+	var changed []string
+	for a, h := range hashes {
+		if old[a] != h {
+			changed = append(changed, a)
+		}
+	}
+	for a := range old {
+		if _, ok := hashes[a]; !ok {
+			changed = append(changed, a)
+		}
+	}
+	if len(changed) > 0 {
+		sort.Strings(changed)
+		s.Opts.Changed(changed)
+	}
 }
 
 // AppliedJobs reads the jobs of the applied state.

@@ -540,7 +540,7 @@ func (r *Runner) launchWorker(ctx context.Context, b *binding, t provider.Turn, 
 		return nil, fmt.Errorf("turn: %w", err)
 	}
 	w := &worker{launchID: launchID, px: px, inW: inW, outR: outR, stderr: &tailBuffer{max: 8 << 10},
-		exited: make(chan struct{}), rec: launch.Recorder{DB: r.DB}, fingerprint: b.fingerprint, key: b.warmKey}
+		exited: make(chan struct{}), rec: launch.Recorder{DB: r.DB}, fingerprint: b.fingerprint, key: b.warmKey, provider: b.launch.Provider}
 	// The launch outlives the turn's context when the worker is kept.
 	proc, err := isolate.Launch(context.WithoutCancel(ctx), req, isolate.Options{Recorder: w.rec, LaunchID: launchID, Stdin: inR, Stdout: outW, Stderr: w.stderr})
 	inR.Close()

@@ -22,6 +22,7 @@ type warmKey struct{ workspace, connection, conversation string }
 // between the turns of its conversation.
 type worker struct {
 	key         warmKey
+	provider    string // the effective provider
 	fingerprint string
 	launchID    string
 	thread      string // the native session it continues
@@ -84,9 +85,10 @@ type Pool struct {
 	// Log receives a line per worker kept, reused and released.
 	Log func(format string, args ...any)
 
-	mu      sync.Mutex
-	workers map[warmKey]*worker
-	closed  bool
+	mu        sync.Mutex
+	workers   map[warmKey]*worker
+	closed    bool
+	releasing sync.WaitGroup // releases of parked workers in flight
 }
 
 func (p *Pool) logf(format string, args ...any) {
@@ -163,9 +165,11 @@ func (p *Pool) expire(w *worker, why string) {
 	if parked {
 		delete(p.workers, w.key)
 		w.idle.Stop()
+		p.releasing.Add(1)
 	}
 	p.mu.Unlock()
 	if parked {
+		defer p.releasing.Done()
 		p.release(w, why)
 	}
 }
@@ -202,6 +206,43 @@ func (p *Pool) release(w *worker, why string) {
 	w.outR.Close()
 }
 
+// Invalidate releases the warm workers of the workspaces, connections and
+// providers named (by address, such as workspace.alpha): an apply changed
+// them, and a worker launched before it is not kept waiting for a turn it
+// could not serve.
+func (p *Pool) Invalidate(addresses []string) {
+	if p == nil {
+		return
+	}
+	named := map[string]bool{}
+	for _, a := range addresses {
+		named[a] = true
+	}
+	p.mu.Lock()
+	var gone []*worker
+	var why []string
+	for k, w := range p.workers {
+		for _, a := range []string{"workspace." + k.workspace, "connection." + k.connection, "provider." + w.provider} {
+			if named[a] {
+				delete(p.workers, k)
+				w.idle.Stop()
+				gone, why = append(gone, w), append(why, "the applied "+a+" changed")
+				break
+			}
+		}
+	}
+	p.mu.Unlock()
+	for i, w := range gone {
+		// Apart from the caller (serve's loop): a release waits for the
+		// process to end.
+		p.releasing.Add(1)
+		go func() {
+			defer p.releasing.Done()
+			p.release(w, why[i])
+		}()
+	}
+}
+
 // Close releases every warm worker and keeps no more.
 func (p *Pool) Close() {
 	if p == nil {
@@ -222,4 +263,5 @@ func (p *Pool) Close() {
 		}()
 	}
 	wg.Wait()
+	p.releasing.Wait()
 }

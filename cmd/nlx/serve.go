@@ -103,6 +103,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		Log:     logf,
 		Ready:   func() { sdNotify("READY=1") },
 		Release: r.Pool.Close,
+		Changed: r.Pool.Invalidate,
 	}}
 	err = s.Serve(ctx)
 	sdNotify("STOPPING=1")
