@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestParseEndpoint(t *testing.T) {
@@ -141,14 +142,23 @@ func TestProxyDecides(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("GET of an unlisted host through the proxy: %d", resp.StatusCode)
 	}
-	recs := records()
+	// A connection is recorded when it ends, by the goroutine that copied
+	// it: wait for the tunnel's record (it was flaky under -race on a busy
+	// machine when read at once).
+	var recs []Record
 	var allowedRec *Record
 	refused := 0
-	for i, r := range recs {
-		if r.Decision == Allowed {
-			allowedRec = &recs[i]
-		} else if r.Reason != "" {
-			refused++
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		recs, allowedRec, refused = records(), nil, 0
+		for i, r := range recs {
+			if r.Decision == Allowed {
+				allowedRec = &recs[i]
+			} else if r.Reason != "" {
+				refused++
+			}
+		}
+		if (allowedRec != nil && refused == 5) || time.Now().After(deadline) {
+			break
 		}
 	}
 	if allowedRec == nil || allowedRec.BytesUp != 4 || allowedRec.BytesDown != 4 || allowedRec.Addr != allowed {

@@ -22,6 +22,7 @@ type Recovery struct {
 	Dropped []string // claimed, never dispatched: skipped (nothing was launched)
 	Live    []string // claims whose maker still runs: left alone (it ends them)
 	Pending []string // dispatched claims whose maker is gone but whose process may still run: checked again (SettlePending)
+	Running int      // launches recorded running and not proven gone (a live nlx's, or a tree still dying with its nlx)
 	Locked  []string // unknown claims still unresolved (their conversations stay locked)
 }
 
@@ -45,6 +46,11 @@ func Recover(ctx context.Context, db *state.DB, logf func(string, ...any)) (*Rec
 	for _, id := range reaped {
 		logf("launch %s had ended unrecorded (the nlx that ran it died); its receipt is written", id)
 	}
+	running, err := db.Processes(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	rec.Running = len(running)
 	self, err := procid.Self()
 	if err != nil {
 		return nil, fmt.Errorf("identify this process: %w", err)
@@ -133,14 +139,27 @@ const settleAttempts = 6
 // its process is proven gone, as Recover would; what is still running
 // after the last attempt stays dispatched for nlx stop and the next start.
 // Nothing else is looked at: with nothing pending there is no query.
-func SettlePending(ctx context.Context, db *state.DB, ids []string, wait func(time.Duration) bool, logf func(string, ...any)) {
+//
+// Launches recorded running at the start are reaped again at each look
+// too (launch.ReapGone writes the receipts of those proven gone): a warm
+// worker serve kept when it died dies with it, but maybe only just after
+// the start.
+func SettlePending(ctx context.Context, db *state.DB, ids []string, running bool, wait func(time.Duration) bool, logf func(string, ...any)) {
 	self, err := procid.Self()
 	if err != nil {
 		return
 	}
-	for attempt := 0; attempt < settleAttempts && len(ids) > 0; attempt++ {
+	for attempt := 0; attempt < settleAttempts && (len(ids) > 0 || running); attempt++ {
 		if !wait(time.Duration(1<<attempt) * time.Second) {
 			return
+		}
+		if running {
+			reaped, _ := launch.ReapGone(ctx, launch.Recorder{DB: db})
+			for _, id := range reaped {
+				logf("launch %s had ended unrecorded (the nlx that ran it died); its receipt is written", id)
+			}
+			left, err := db.Processes(ctx, false)
+			running = err == nil && len(left) > 0
 		}
 		rec := &Recovery{}
 		for _, id := range ids {

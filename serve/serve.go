@@ -184,8 +184,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(rec.Pending) > 0 {
-		go SettlePending(context.WithoutCancel(ctx), s.DB, rec.Pending, func(d time.Duration) bool {
+	if len(rec.Pending) > 0 || rec.Running > 0 {
+		go SettlePending(context.WithoutCancel(ctx), s.DB, rec.Pending, rec.Running > 0, func(d time.Duration) bool {
 			select {
 			case <-ctx.Done():
 				return false
