@@ -52,12 +52,8 @@ func egressBench(ctx context.Context, work, nlx string) error {
 	if err := os.MkdirAll(cfg, 0o755); err != nil {
 		return err
 	}
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
-				return err
-			}
-		}
+	if err := searchable(dir); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(strings.ReplaceAll(egressConfig, "ADDR", addr)), 0o644); err != nil {
 		return err

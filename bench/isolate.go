@@ -95,12 +95,8 @@ func isolateBench(ctx context.Context, work, nlx string) error {
 	if err := os.Chown(filepath.Join(dir, "credentials/w/codex"), 61234, 61234); err != nil {
 		return err
 	}
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
-				return err
-			}
-		}
+	if err := searchable(dir); err != nil {
+		return err
 	}
 	env := append(os.Environ(), "NLX_STATE="+filepath.Join(dir, "state.db"), "NLX_WORKSPACE_ROOT="+filepath.Join(dir, "workspaces"),
 		"NLX_CREDENTIAL_ROOT="+filepath.Join(dir, "credentials"), "NLX_ACTOR=bench", "NLX_PROVIDER_USER=61234:61234")

@@ -346,3 +346,17 @@ func installCUE(ctx context.Context) (string, error) {
 	}
 	return bin, nil
 }
+
+// searchable makes dir and every directory above it searchable by others
+// (o+x): the sandbox's provider user reaches the state's roots, the
+// workspaces and credential homes, through them.
+func searchable(dir string) error {
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -42,12 +42,8 @@ func serveBench(ctx context.Context, work, nlx string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
-				return err
-			}
-		}
+	if err := searchable(dir); err != nil {
+		return err
 	}
 	model, err := fakemodel.Start()
 	if err != nil {
@@ -140,44 +136,26 @@ func manyDue(ctx context.Context, dir, nlx string, model *fakemodel.Server) erro
 			return err
 		}
 	}
-	bin := filepath.Join(prog, "codex-standin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./internal/codexstandin")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the stand-in: %v\n%s", err, out)
+	bin, err := testgen.BuildStandin(ctx, prog)
+	if err != nil {
+		return err
 	}
-	cmd, _ := json.Marshal(append([]string{bin, "app-server"}, codex.FakeModelArgs(model.URL())...))
-	var b strings.Builder
-	fmt.Fprintf(&b, `package bench
-
-host: operators: ["bench"]
-providers: standin: {kind: "codex-app-server", status: "enabled", version: ">= 0.169.0", command: %s}
-workspaces: w: {
-	team: "t", kind: "team", policy: "workspace_write", chatReset: "manual", members: bench: "admin"
-	limits: {memory: "256Mi", cpu: 1, pids: 64}
-	network: egress: "full"
-}
-connections: c: {owner: "bench", scope: "team", workspace: "w", provider: "standin", billing: "api", credentialHome: "w/c", secret: "env:BENCH_KEY", generation: 1}
-jobs: {
-`, cmd)
-	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	for i := range serveManyJobs {
-		fmt.Fprintf(&b, "\t\"j%04d\": {workspace: \"w\", connection: \"c\", schedule: at: AT, prompt: \"job %d\"}\n", i, i)
-	}
-	b.WriteString("}\n")
+	host := testgen.StandinHost{Command: append([]string{bin, "app-server"}, codex.FakeModelArgs(model.URL())...),
+		Actor: "bench", SecretEnv: "BENCH_KEY", Jobs: serveManyJobs}
 	write := func(at time.Time) error {
-		return os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(strings.ReplaceAll(b.String(), "AT", fmt.Sprintf("%q", at.Format(time.RFC3339)))), 0o644)
+		host.At = at
+		return os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(host.Config()), 0o644)
 	}
 	env := serveEnv(d)
 	// Applied first far ahead, so that the version probe and the caches
 	// are warm (one manual run), then moved to a few seconds ahead.
-	if err := write(at); err != nil {
+	if err := write(time.Now().Add(time.Hour).UTC().Truncate(time.Second)); err != nil {
 		return err
 	}
 	if err := applyCfg(ctx, nlx, cfg, env); err != nil {
 		return err
 	}
-	warm := exec.CommandContext(ctx, nlx, "run", "j0000", "--actor", "bench")
+	warm := exec.CommandContext(ctx, nlx, "run", "job-0000", "--actor", "bench")
 	warm.Env = env
 	if out, err := warm.CombinedOutput(); err != nil {
 		return fmt.Errorf("nlx run: %v\n%s", err, out)

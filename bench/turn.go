@@ -48,12 +48,8 @@ func turnBench(ctx context.Context, work, nlx string) error {
 			return err
 		}
 	}
-	for d := dir; d != "/"; d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
-				return err
-			}
-		}
+	if err := searchable(dir); err != nil {
+		return err
 	}
 	codexArgs, _ := json.Marshal(append([]string{"codex", "app-server"}, codex.FakeModelArgs(model.URL())...))
 	config := strings.NewReplacer("CODEXCMD", string(codexArgs), "FAKEURL", model.URL()).Replace(turnConfig)

@@ -167,16 +167,9 @@ func SettlePending(ctx context.Context, db *state.DB, ids []string, running bool
 			if err != nil || c.Phase != state.ClaimDispatched {
 				continue
 			}
-			if err := settle(ctx, db, self, c, rec, func(string, ...any) {}); err != nil {
+			if err := settle(ctx, db, self, c, rec, logf); err != nil {
 				logf("claim %s: %v", id, err)
 				rec.Pending = append(rec.Pending, id)
-			}
-		}
-		for _, id := range rec.Unknown {
-			c, _ := db.ClaimByID(ctx, id)
-			if c != nil {
-				logf("claim %s of job %s (due %s) is unknown: %s; never retried, conversation %s is locked until nlx resolve claim %s",
-					c.ID, c.Job, c.ScheduledAt, c.Reason, c.Conversation, c.ID)
 			}
 		}
 		ids = rec.Pending

@@ -2,12 +2,10 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/reconcile"
-	"github.com/nlx-dev/nlx/schema"
 	"github.com/nlx-dev/nlx/state"
 	"github.com/nlx-dev/nlx/turn"
 )
@@ -45,18 +43,10 @@ func RunNow(ctx context.Context, db *state.DB, r Runner, m Manual, base turn.Req
 	if conn == "" {
 		conn = j.Spec.Connection
 	}
-	var c schema.Connection
-	if spec, status, ok, err := db.AppliedSpec(ctx, string(schema.KindConnection)+"."+conn); err != nil {
-		return nil, nil, err
-	} else if ok && status == reconcile.StatusActive {
-		if err := json.Unmarshal(spec, &c); err != nil {
-			return nil, nil, err
-		}
-		if c.Scope == "personal" && c.Owner != m.Actor {
-			return nil, nil, reason.New(reason.ConnectionNotAllowed, "connection %s is %s's personal connection: only %s runs on it", conn, c.Owner, c.Owner)
-		}
+	if c := connectionOf(ctx, db, conn); c != nil && c.Scope == "personal" && c.Owner != m.Actor {
+		return nil, nil, reason.New(reason.ConnectionNotAllowed, "connection %s is %s's personal connection: only %s runs on it", conn, c.Owner, c.Owner)
 	}
-	serial, err := db.Serial(ctx)
+	_, serial, err := db.Meta(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

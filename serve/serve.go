@@ -277,7 +277,7 @@ func (s *Server) shutdown(cancelTurns context.CancelCauseFunc) {
 
 // reload reads the applied jobs when the serial moved.
 func (s *Server) reload(ctx context.Context) error {
-	serial, err := s.DB.Serial(ctx)
+	_, serial, err := s.DB.Meta(ctx)
 	if err != nil {
 		return err
 	}
@@ -513,11 +513,8 @@ func (s *Server) admit(ctx context.Context, j *Job, at time.Time) error {
 // actorOf is who a scheduled occurrence runs for: the owner of the job's
 // connection, whose credentials it uses.
 func (s *Server) actorOf(ctx context.Context, j *Job) string {
-	var c schema.Connection
-	if spec, status, ok, err := s.DB.AppliedSpec(ctx, string(schema.KindConnection)+"."+j.Spec.Connection); err == nil && ok && status == reconcile.StatusActive {
-		if json.Unmarshal(spec, &c) == nil {
-			return c.Owner
-		}
+	if c := connectionOf(ctx, s.DB, j.Spec.Connection); c != nil {
+		return c.Owner
 	}
 	return ""
 }
@@ -635,7 +632,9 @@ func (s *Server) runClaim(p pending) {
 // still claimed. giveUp, asked while waiting, ends the wait with its
 // error.
 func RunClaim(ctx context.Context, db *state.DB, r Runner, j *Job, req turn.Request, scheduled bool, giveUp func() error) (*turn.Outcome, error) {
-	if b := Blocked(ctx, db, r, j, req, scheduled); b != nil {
+	// What the job's state says; the turn's own binding refuses what the
+	// preflight would.
+	if b := claimBlock(ctx, db, j, connectionOf(ctx, db, j.Spec.Connection), scheduled); b != nil {
 		return nil, b
 	}
 	req.ResumeIfAny = true
@@ -668,35 +667,17 @@ func errMsg(err error) string {
 }
 
 // Blocked is why an occurrence of j cannot run now, from the applied state
-// alone and launching nothing, or nil: the job held, a scheduled
-// occurrence on a personal connection without background authority, its
-// conversation locked by an unknown claim, or what the turn's preflight
-// refuses (a provider disabled without a fallback, an actor no longer a
-// member, ...). A disabled job is the caller's to judge: a person may run
-// it by hand.
+// alone and launching nothing, or nil: what claimBlock says, or what the
+// turn's preflight refuses (a provider disabled without a fallback, an
+// actor no longer a member, ...). A disabled job is the caller's to
+// judge: a person may run it by hand.
 func Blocked(ctx context.Context, db *state.DB, r Runner, j *Job, req turn.Request, scheduled bool) *reason.Error {
-	if j.Status == reconcile.StatusHeld {
-		return reason.New(reason.JobHeld, "job %s is held (an import under review)", j.Name)
+	c := connectionOf(ctx, db, j.Spec.Connection)
+	if b := claimBlock(ctx, db, j, c, scheduled); b != nil {
+		return b
 	}
-	var conn schema.Connection
-	spec, status, ok, err := db.AppliedSpec(ctx, string(schema.KindConnection)+"."+j.Spec.Connection)
-	if err != nil {
-		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
-	}
-	if ok && status == reconcile.StatusActive && json.Unmarshal(spec, &conn) == nil {
-		if req.Actor == "" {
-			req.Actor = conn.Owner
-		}
-		if conn.Scope == "personal" && !j.Spec.BackgroundAuthority && scheduled {
-			return reason.New(reason.BackgroundAuthorityRequired, "job %s runs on %s's personal connection %s with nobody present: it needs backgroundAuthority: true",
-				j.Name, conn.Owner, j.Spec.Connection)
-		}
-	}
-	if u, err := db.ConversationLock(ctx, j.Spec.Workspace, j.Conversation()); err != nil {
-		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
-	} else if u != nil {
-		return reason.New(reason.WorkflowLocked, "claim %s of job %s in conversation %s has an outcome nobody knows: resolve it first (nlx resolve claim %s)",
-			u.ID, u.Job, j.Conversation(), u.ID)
+	if c != nil && req.Actor == "" {
+		req.Actor = c.Owner
 	}
 	if _, err := r.Preflight(ctx, req); err != nil {
 		if e := reason.Of(err); e != nil {
@@ -705,6 +686,41 @@ func Blocked(ctx context.Context, db *state.DB, r Runner, j *Job, req turn.Reque
 		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
 	}
 	return nil
+}
+
+// claimBlock is why the job itself keeps an occurrence from running: it
+// is held, it is scheduled on a personal connection (c, the job's applied
+// connection, nil when there is none) without background authority, or an
+// unknown claim locks its conversation.
+func claimBlock(ctx context.Context, db *state.DB, j *Job, c *schema.Connection, scheduled bool) *reason.Error {
+	if j.Status == reconcile.StatusHeld {
+		return reason.New(reason.JobHeld, "job %s is held (an import under review)", j.Name)
+	}
+	if c != nil && c.Scope == "personal" && !j.Spec.BackgroundAuthority && scheduled {
+		return reason.New(reason.BackgroundAuthorityRequired, "job %s runs on %s's personal connection %s with nobody present: it needs backgroundAuthority: true",
+			j.Name, c.Owner, j.Spec.Connection)
+	}
+	if u, err := db.ConversationLock(ctx, j.Spec.Workspace, j.Conversation()); err != nil {
+		return reason.Wrap(reason.Failure, err, "job %s", j.Name)
+	} else if u != nil {
+		return reason.New(reason.WorkflowLocked, "claim %s of job %s in conversation %s has an outcome nobody knows: resolve it first (nlx resolve claim %s)",
+			u.ID, u.Job, j.Conversation(), u.ID)
+	}
+	return nil
+}
+
+// connectionOf is the applied, active connection name, or nil (the
+// preflight says why a job's is missing).
+func connectionOf(ctx context.Context, db *state.DB, name string) *schema.Connection {
+	spec, status, ok, err := db.AppliedSpec(ctx, string(schema.KindConnection)+"."+name)
+	if err != nil || !ok || status != reconcile.StatusActive {
+		return nil
+	}
+	var c schema.Connection
+	if json.Unmarshal(spec, &c) != nil {
+		return nil
+	}
+	return &c
 }
 
 func workspaceOf(ctx context.Context, db *state.DB, name string) (*schema.Workspace, error) {

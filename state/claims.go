@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -91,12 +90,6 @@ type ClaimRow struct {
 
 // OwnerIdentity is the process that made the claim.
 func (c *ClaimRow) OwnerIdentity() procid.Identity { return c.owner }
-
-// Holds reports whether the claim holds its conversation's workflow lock:
-// it is dispatched, or unknown and not resolved.
-func (c *ClaimRow) Holds() bool {
-	return c.Phase == ClaimDispatched || (c.Phase == ClaimUnknown && c.ResolvedAt == "")
-}
 
 // selfIdentity is this process's identity, read once.
 var selfIdentity = sync.OnceValues(procid.Self)
@@ -298,19 +291,6 @@ func (db *DB) OpenClaimsPage(ctx context.Context, after *ClaimRow, limit int) ([
 		AND (claimed_at > ? OR (claimed_at = ? AND id > ?)) ORDER BY claimed_at, id LIMIT ?`, at, at, id, limit)
 }
 
-// LatestClaims is each job's newest claim, by job.
-func (db *DB) LatestClaims(ctx context.Context) (map[string]ClaimRow, error) {
-	rows, err := db.claims(ctx, `c WHERE claimed_at = (SELECT max(claimed_at) FROM claims WHERE job = c.job) ORDER BY job, id`)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]ClaimRow, len(rows))
-	for _, r := range rows {
-		out[r.Job] = r
-	}
-	return out, nil
-}
-
 // LatestEnded is each job's newest claim that ended (any phase but
 // claimed and dispatched), by job.
 func (db *DB) LatestEnded(ctx context.Context) (map[string]ClaimRow, error) {
@@ -324,15 +304,6 @@ func (db *DB) LatestEnded(ctx context.Context) (map[string]ClaimRow, error) {
 		out[r.Job] = r
 	}
 	return out, nil
-}
-
-// Claimed returns the claim of job's occurrence at scheduled, if any.
-func (db *DB) Claimed(ctx context.Context, job, scheduled string) (*ClaimRow, bool, error) {
-	rows, err := db.claims(ctx, `WHERE job = ? AND scheduled_at = ?`, job, scheduled)
-	if err != nil || len(rows) == 0 {
-		return nil, false, err
-	}
-	return &rows[0], true, nil
 }
 
 // unknownClaims lists the unknown claims nobody resolved, for plans.
@@ -480,30 +451,4 @@ func (db *DB) ServeUnlock(ctx context.Context, lockID string) error {
 		}
 		return nil
 	})
-}
-
-// ServeHolder is the live nlx serve of this state, if any.
-func (db *DB) ServeHolder(ctx context.Context) (*procid.Identity, error) {
-	var h procid.Identity
-	err := db.rdb.QueryRowContext(ctx, `SELECT pid, pid_start, pid_ns, boot_id, host, user FROM serve_lock WHERE id = 1`).
-		Scan(&h.PID, &h.Start, &h.PidNS, &h.Boot, &h.Host, &h.User)
-	if errors.Is(err, sql.ErrNoRows) || (err != nil && strings.Contains(err.Error(), "no such table")) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read serve lock: %w", err)
-	}
-	if gone, err := procid.Gone(h); err != nil || gone {
-		return nil, err
-	}
-	return &h, nil
-}
-
-// Serial is the applied serial.
-func (db *DB) Serial(ctx context.Context) (int64, error) {
-	var serial int64
-	if err := db.rdb.QueryRowContext(ctx, `SELECT serial FROM lineage WHERE id = 1`).Scan(&serial); err != nil {
-		return 0, fmt.Errorf("state %s: read serial: %w", db.path, err)
-	}
-	return serial, nil
 }

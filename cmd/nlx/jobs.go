@@ -52,7 +52,7 @@ permission), its next due time and how its latest occurrence ended.`,
 }
 
 func jobStatuses(ctx context.Context, a *app, db *state.DB) ([]serve.JobStatus, error) {
-	r, err := a.runner(db, &turn.Runner{DB: db})
+	r, err := runner(db, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +122,7 @@ func jobsShow(ctx context.Context, a *app, db *state.DB, name string, limit int)
 	}{st, claims}
 	return a.view.Render(document{Version: versionJob, JSON: doc, Text: func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		line := func(k, v string) {
-			if v != "" {
-				fmt.Fprintf(tw, "%s:\t%s\n", k, v)
-			}
-		}
+		line := fieldLine(tw)
 		line("job", st.Name)
 		line("status", string(st.State))
 		if st.Code != "" {
@@ -187,7 +183,7 @@ one cannot.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return a.withState(ctx, func(db *state.DB) error {
-				r, err := a.runner(db, &turn.Runner{DB: db})
+				r, err := runner(db, nil)
 				if err != nil {
 					return err
 				}

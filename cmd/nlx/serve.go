@@ -12,6 +12,7 @@ import (
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
 	"github.com/nlx-dev/nlx/serve"
+	"github.com/nlx-dev/nlx/state"
 	"github.com/nlx-dev/nlx/turn"
 )
 
@@ -73,14 +74,14 @@ READY once it serves. Progress goes to stderr, one line per event.`,
 	return cmd
 }
 
-// runner is the turn runner of a command, on the state at statePath.
-func (a *app) runner(db interface{ Path() string }, r *turn.Runner) (*turn.Runner, error) {
+// runner is the turn runner of a command on db: this host's roots beside
+// the state, nlx's adapters, and pool (nil but in nlx serve).
+func runner(db *state.DB, pool *turn.Pool) (*turn.Runner, error) {
 	paths, err := launch.HostFor(db.Path())
 	if err != nil {
 		return nil, err
 	}
-	r.Host, r.Adapters = paths, adapters()
-	return r, nil
+	return &turn.Runner{DB: db, Host: paths, Adapters: adapters(), Pool: pool}, nil
 }
 
 func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
@@ -92,7 +93,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(a.io.Err, "nlx serve: "+format+"\n", args...)
 	}
-	r, err := a.runner(db, &turn.Runner{DB: db, Pool: &turn.Pool{Log: logf}})
+	r, err := runner(db, &turn.Pool{Log: logf})
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,74 +10,11 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/fakemodel"
+	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/provider/codex"
 	"github.com/nlx-dev/nlx/state"
 )
-
-// buildStandin builds the Codex app-server stand-in (internal/codexstandin)
-// into dir and returns its path.
-func buildStandin(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "codex-standin")
-	build := exec.Command("go", "build", "-o", bin, "../../internal/codexstandin")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the stand-in: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// scaleConfig is a host whose workspace runs n jobs, each in its own
-// conversation, all due at at, plus two jobs sharing one conversation, on
-// the stand-in provider at bin talking to the fake model at url.
-func scaleConfig(bin, url string, n int, at time.Time) string {
-	var b strings.Builder
-	cmd := []string{bin, "app-server"}
-	cmd = append(cmd, codex.FakeModelArgs(url)...)
-	quoted := make([]string, len(cmd))
-	for i, c := range cmd {
-		quoted[i] = fmt.Sprintf("%q", c)
-	}
-	fmt.Fprintf(&b, `package scale
-
-host: operators: ["alice"]
-providers: standin: {
-	kind:    "codex-app-server"
-	status:  "enabled"
-	version: ">= 0.169.0"
-	command: [%s]
-}
-workspaces: scale: {
-	team:      "scale"
-	kind:      "team"
-	policy:    "workspace_write"
-	chatReset: "manual"
-	members: alice: "admin"
-	limits: {memory: "256Mi", cpu: 1, pids: 64}
-	network: egress: "full"
-}
-connections: "scale-codex": {
-	owner:          "alice"
-	scope:          "team"
-	workspace:      "scale"
-	provider:       "standin"
-	billing:        "api"
-	credentialHome: "scale/codex"
-	secret:         "env:NLX_TEST_OPENAI_KEY"
-	generation:     1
-}
-_at: %q
-jobs: {
-	"shared-a": {workspace: "scale", connection: "scale-codex", conversation: "shared", schedule: at: _at, prompt: "shared a"}
-	"shared-b": {workspace: "scale", connection: "scale-codex", conversation: "shared", schedule: at: _at, prompt: "shared b"}
-`, strings.Join(quoted, ", "), at.UTC().Format(time.RFC3339))
-	for i := range n {
-		fmt.Fprintf(&b, "\t\"job-%03d\": {workspace: \"scale\", connection: \"scale-codex\", schedule: at: _at, prompt: \"job %d\"}\n", i, i)
-	}
-	b.WriteString("}\n")
-	return b.String()
-}
 
 // TestServeScale: 200 jobs due at the same instant in as many
 // conversations all start (there is no cap: every one's model request
@@ -103,7 +38,10 @@ func TestServeScale(t *testing.T) {
 	if err := os.Mkdir(prog, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin := buildStandin(t, prog)
+	bin, err := testgen.BuildStandin(context.Background(), prog)
+	if err != nil {
+		t.Fatal(err)
+	}
 	model, err := fakemodel.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +56,8 @@ func TestServeScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Now().Add(8 * time.Second).Truncate(time.Second)
-	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(scaleConfig(bin, model.URL(), n, at)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(testgen.StandinHost{Command: append([]string{bin, "app-server"}, codex.FakeModelArgs(model.URL())...),
+		Actor: "alice", SecretEnv: "NLX_TEST_OPENAI_KEY", Jobs: n, Shared: true, At: at}.Config()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"NLX_TEST_OPENAI_KEY=sk-test-scale", "NLX_PROVIDER_USER=61234:61234",

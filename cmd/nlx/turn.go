@@ -103,16 +103,12 @@ func turnRun(ctx context.Context, a *app, opts *turnOptions, args []string) erro
 		}
 		prompt = string(data)
 	}
-	statePath, err := a.resolveState()
-	if err != nil {
-		return err
-	}
 	db, err := a.openState(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	paths, err := launch.HostFor(statePath)
+	r, err := runner(db, nil)
 	if err != nil {
 		return err
 	}
@@ -132,7 +128,6 @@ func turnRun(ctx context.Context, a *app, opts *turnOptions, args []string) erro
 	if interactive {
 		req.Ask = a.askPermission
 	}
-	r := &turn.Runner{DB: db, Host: paths, Adapters: adapters()}
 	if reaped, err := launch.ReapGone(ctx, launch.Recorder{DB: db}); err == nil {
 		for _, id := range reaped {
 			fmt.Fprintf(a.io.Err, "nlx: launch %s had ended unrecorded (the nlx that ran it died); its receipt is written\n", id)

@@ -104,11 +104,7 @@ func turnsShow(ctx context.Context, a *app, db *state.DB, id string) error {
 	}{t, json.RawMessage(t.Usage), perms, conns}
 	return a.view.Render(document{Version: versionTurn, JSON: doc, Text: func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		line := func(k, v string) {
-			if v != "" {
-				fmt.Fprintf(tw, "%s:\t%s\n", k, v)
-			}
-		}
+		line := fieldLine(tw)
 		line("turn", t.ID)
 		line("status", string(t.Status))
 		line("error", strings.TrimSpace(t.ErrorCode+" "+t.ErrorMessage))
@@ -144,6 +140,16 @@ func turnsShow(ctx context.Context, a *app, db *state.DB, id string) error {
 		}
 		return nil
 	}})
+}
+
+// fieldLine writes one "key: value" line of a show view to tw, aligned;
+// an empty value writes nothing.
+func fieldLine(tw io.Writer) func(k, v string) {
+	return func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
 }
 
 func versionOf(v string) string {

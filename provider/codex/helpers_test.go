@@ -98,7 +98,12 @@ type codexProc struct {
 // directory, the adapter's Args for t added.
 func startCodex(t testing.TB, fake *fakemodel.Server, home, cwd string, turn provider.Turn) *codexProc {
 	t.Helper()
-	bin := testtool.NeedProvider(t, "codex")
+	return startProgram(t, testtool.NeedProvider(t, "codex"), fake, home, cwd, turn)
+}
+
+// startProgram starts bin (codex, or the stand-in) as startCodex does.
+func startProgram(t testing.TB, bin string, fake *fakemodel.Server, home, cwd string, turn provider.Turn) *codexProc {
+	t.Helper()
 	if home == "" {
 		home = t.TempDir()
 	}

@@ -2,7 +2,6 @@ package codex
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +18,8 @@ import (
 
 	"github.com/nlx-dev/nlx/internal/fakemodel"
 	"github.com/nlx-dev/nlx/internal/reason"
+	"github.com/nlx-dev/nlx/internal/testgen"
 	"github.com/nlx-dev/nlx/provider"
-	"github.com/nlx-dev/nlx/provider/providertest"
 )
 
 // The tests of this file drive the adapter against internal/codexstandin,
@@ -32,52 +31,17 @@ import (
 // buildStandin builds the stand-in into dir, static, as its users do.
 func buildStandin(t testing.TB, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "codexstandin")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/nlx-dev/nlx/internal/codexstandin")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build codexstandin: %v\n%s", err, out)
+	bin, err := testgen.BuildStandin(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
-// startStandin starts the stand-in as startCodex starts codex: the
-// registration's command (app-server and FakeModelArgs) plus the
-// adapter's Args for turn, home as CODEX_HOME (a new one when "").
+// startStandin starts the stand-in as startCodex starts codex.
 func startStandin(t testing.TB, bin string, fake *fakemodel.Server, home, cwd string, turn provider.Turn) *codexProc {
 	t.Helper()
-	if home == "" {
-		home = t.TempDir()
-	}
-	extra, env := (&Adapter{}).Args(turn)
-	cmd := exec.Command(bin, append(append([]string{"app-server"}, FakeModelArgs(fake.URL())...), extra...)...)
-	cmd.Dir = cwd
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CODEX_HOME=" + home, "OPENAI_API_KEY=" + testSecret}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	p := &codexProc{cmd: cmd, tr: &transcript{}, stderr: &bytes.Buffer{}, home: home, cwd: cwd}
-	cmd.Stderr = p.stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.start = time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p.pipes = providertest.Tap(stdin, stdout, func(b []byte) { p.tr.add(fromNLX, b) }, func(b []byte) { p.tr.add(fromCodex, b) })
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-	})
-	return p
+	return startProgram(t, bin, fake, home, cwd, turn)
 }
 
 // runStandin runs one turn through the adapter against a new stand-in,
