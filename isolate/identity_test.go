@@ -502,3 +502,49 @@ func TestCancelDuringRecord(t *testing.T) {
 	}
 	rec.released(t, p.Identity.LaunchID)
 }
+
+// TestStopWhileStarting: a stop right after the launch returns, while
+// the backend may still be joining the cgroup hierarchies one by one
+// (runc creates the launch cgroup in every hierarchy, the named systemd
+// one and the unified one last), removes the cgroup from all of them.
+func TestStopWhileStarting(t *testing.T) {
+	f := newFixture(t)
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			needBackend(t, b)
+			ctx := context.Background()
+			for range 20 {
+				rec := &fakeRecorder{}
+				p, err := Launch(ctx, f.request(b, ReadOnly, "sleep", "300"), Options{Recorder: rec, LaunchID: "starting-" + newID()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				host, err := loadCgroupHost()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cg, err := openCgroup(host, p.Identity.Cgroup)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The window: the first process is in its pids cgroup,
+				// runc may not have joined the other hierarchies yet.
+				deadline := time.Now().Add(30 * time.Second)
+				for pids, _ := cg.members(); len(pids) == 0; pids, _ = cg.members() {
+					if time.Now().After(deadline) {
+						t.Fatal("the launch never ran")
+					}
+				}
+				r, err := Stop(ctx, p.Identity, 0, rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Wait(ctx)
+				if !r.CgroupRemoved {
+					t.Errorf("receipt %+v: cgroup not removed", r)
+				}
+				assertCgroupGone(t, p.Identity.Cgroup)
+			}
+		})
+	}
+}

@@ -182,6 +182,13 @@ func stopTree(ctx context.Context, rec Identity, grace time.Duration, r *Receipt
 		}
 	}
 	if cg != nil {
+		// Opened again: the backend may have created the cgroup in more
+		// hierarchies after the first open (runc joins them one by one,
+		// and a stop can come while it is still starting). Now that it
+		// has exited, every directory it made is there to be seen.
+		if cg, err = openCgroup(cg.host, rec.Cgroup); err != nil {
+			return err
+		}
 		if err := cg.remove(ctx); err != nil {
 			return err
 		}
