@@ -191,8 +191,11 @@ func (a *assessor) assess() error {
 		if err != nil || after == nil {
 			return err
 		}
-		if after.ChatReset == "reset" && (before == nil || before.ChatReset != "reset") {
-			a.risk(plan.RiskDestructive, "chat reset: importing %s discards its conversations", c.Name)
+		// Per workspace: a reset decided for one never covers another.
+		for _, w := range slices.Sorted(maps.Keys(after.ChatReset)) {
+			if after.ChatReset[w] == "reset" && (before == nil || before.ChatReset[w] != "reset") {
+				a.risk(plan.RiskDestructive, "chat reset for workspace %s: importing %s leaves its conversations there behind (they stay in the export only)", w, c.Name)
+			}
 		}
 	}
 	return nil

@@ -141,10 +141,7 @@ func (l *loader) check(cfg *Config) {
 		l.checkJob(cfg, name, cfg.Jobs[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Preservations)) {
-		p := cfg.Preservations[name]
-		if cfg.Workspaces[p.Workspace] == nil {
-			l.addAt(at("preservations", name, "workspace"), reason.DanglingReference, "no workspace %q", p.Workspace)
-		}
+		l.checkPreservation(cfg, name, cfg.Preservations[name])
 	}
 }
 
@@ -255,6 +252,46 @@ func (l *loader) checkJob(cfg *Config, name string, j *Job) {
 	case s.At != "":
 		if _, err := time.Parse(time.RFC3339, s.At); err != nil {
 			l.addAt(at("jobs", name, "schedule", "at"), reason.InvalidValue, "time %q must be RFC 3339, such as 2026-12-01T09:00:00Z", s.At)
+		}
+	}
+}
+
+// checkPreservation checks where a preservation's records go: each target
+// workspace exists, each connection is in its workspace, and each target
+// workspace has an explicit chat-reset decision (and only those do).
+func (l *loader) checkPreservation(cfg *Config, name string, p *Preservation) {
+	target := func(t AgentTarget, path ...any) {
+		field := func(f string) []any { return append(slices.Clone(path), f) }
+		if cfg.Workspaces[t.Workspace] == nil {
+			l.addAt(at(field("workspace")...), reason.DanglingReference, "no workspace %q", t.Workspace)
+			return
+		}
+		switch c := cfg.Connections[t.Connection]; {
+		case c == nil:
+			l.addAt(at(field("connection")...), reason.DanglingReference, "no connection %q", t.Connection)
+		case c.Workspace != t.Workspace:
+			l.addAt(at(field("connection")...), reason.ConnectionWorkspace, "connection %q belongs to workspace %q, not %q", t.Connection, c.Workspace, t.Workspace)
+		}
+	}
+	target(AgentTarget{Workspace: p.Workspace, Connection: p.Connection}, "preservations", name)
+	for _, agent := range slices.Sorted(maps.Keys(p.Agents)) {
+		target(p.Agents[agent], "preservations", name, "agents", agent)
+	}
+	for _, w := range p.Workspaces() {
+		if _, ok := p.ChatReset[w]; !ok {
+			l.addAt(at("preservations", name, "chatReset"), reason.InvalidValue,
+				"no chat-reset decision for workspace %q, which the import targets: say %q: \"preserve\" or \"reset\"", w, w)
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(p.ChatReset)) {
+		if !slices.Contains(p.Workspaces(), w) {
+			l.addAt(at("preservations", name, "chatReset", w), reason.InvalidValue,
+				"workspace %q is not a target of this import: a chat-reset decision applies only to the workspace it names", w)
+		}
+	}
+	if p.Timezone != "" {
+		if _, err := time.LoadLocation(p.Timezone); err != nil || p.Timezone == "Local" {
+			l.addAt(at("preservations", name, "timezone"), reason.InvalidValue, "timezone %q is not an IANA time zone", p.Timezone)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // resultVersion starts every result: parent and child are the same binary,
 // but a mismatch must fail loudly, not decode garbage.
-const resultVersion = "nlx-load-result-4\n"
+const resultVersion = "nlx-load-result-5\n"
 
 const (
 	resultConfig = 'C' // a *Config
@@ -227,11 +227,18 @@ func (d *decoder) inputs(in *Inputs) {
 func (e *encoder) host(h *Host) {
 	encStrings(e, h.Operators)
 	e.bool(h.TwoPersonRule)
+	e.bool(h.Retention != nil)
+	if h.Retention != nil {
+		e.int(int64(h.Retention.Days))
+	}
 }
 
 func (d *decoder) host(h *Host) {
 	h.Operators = decStrings(d)
 	h.TwoPersonRule = d.bool()
+	if d.bool() {
+		h.Retention = &Retention{Days: int(d.int())}
+	}
 }
 
 func (e *encoder) provider(p *Provider) {
@@ -382,20 +389,26 @@ func (d *decoder) job(j *Job) {
 func (e *encoder) preservation(p *Preservation) {
 	e.str(p.Source.Kind)
 	e.str(p.Source.Path)
+	e.str(p.Source.LockDir)
 	e.str(p.Workspace)
+	e.str(p.Connection)
+	encMap(e, p.Agents, func(e *encoder, t AgentTarget) { e.str(t.Workspace); e.str(t.Connection) })
+	e.str(p.Timezone)
 	e.str(p.Export)
 	encMap(e, p.Expected.Counts, (*encoder).int)
 	encStringMap(e, p.Expected.Hashes)
-	e.str(p.ChatReset)
-	encStrings(e, p.HeldJobs)
+	encStringMap(e, p.ChatReset)
+	encPtr(e, p.Import, func(e *encoder, i *ImportPin) { e.str(i.Manifest); e.int(int64(i.Era)) })
 }
 
 func (d *decoder) preservation(p *Preservation) {
-	p.Source = Source{Kind: d.str(), Path: d.str()}
-	p.Workspace, p.Export = d.str(), d.str()
+	p.Source = Source{Kind: d.str(), Path: d.str(), LockDir: d.str()}
+	p.Workspace, p.Connection = d.str(), d.str()
+	p.Agents = decMap(d, func(d *decoder) AgentTarget { return AgentTarget{Workspace: d.str(), Connection: d.str()} })
+	p.Timezone, p.Export = d.str(), d.str()
 	p.Expected = Expected{Counts: decMap(d, (*decoder).int), Hashes: decStringMap(d)}
-	p.ChatReset = d.str()
-	p.HeldJobs = decStrings(d)
+	p.ChatReset = decStringMap(d)
+	p.Import = decPtr(d, func(d *decoder, i *ImportPin) { i.Manifest, i.Era = d.str(), int(d.int()) })
 }
 
 func encStrings(e *encoder, s []string) {

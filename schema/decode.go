@@ -16,6 +16,9 @@ func decodeJSON(data []byte) (*Config, error) {
 	if cfg.Host != nil && cfg.Host.Operators == nil {
 		cfg.Host.Operators = []string{}
 	}
+	if cfg.Host != nil && cfg.Host.Retention != nil && cfg.Host.Retention.Days == 0 {
+		cfg.Host.Retention.Days = DefaultRetentionDays
+	}
 	for _, w := range cfg.Workspaces {
 		if w.Members == nil {
 			w.Members = map[string]string{}
@@ -29,6 +32,9 @@ func decodeJSON(data []byte) (*Config, error) {
 	for _, p := range cfg.Preservations {
 		if p.Expected.Counts == nil {
 			p.Expected.Counts = map[string]int64{}
+		}
+		if p.ChatReset == nil {
+			p.ChatReset = map[string]string{}
 		}
 	}
 	return &cfg, nil

@@ -38,6 +38,8 @@ var (
 	reSHA256    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	reImageRef  = regexp.MustCompile(`^[^ ]+[:@][^ ]+$`)
 	reRegistry  = regexp.MustCompile(`^[^ @:]+(:[0-9]+)?(/[^ @:]+)+$`)
+	// The #RecordKind disjunction.
+	reRecordKind = regexp.MustCompile(`^(` + strings.Join(RecordKinds, "|") + `)$`)
 )
 
 // rule checks one JSON value (decoded with UseNumber) and reports false when
@@ -222,6 +224,7 @@ var configRule = object(
 	opt("host", object(
 		opt("operators", listOf(0, name)),
 		opt("twoPersonRule", boolean),
+		opt("retention", object(opt("days", integer(1, 36500)))),
 	)),
 	opt("providers", mapOf(reName, object(
 		req("kind", enum("codex-app-server", "claude-code", "opencode", "acp")),
@@ -316,15 +319,17 @@ var configRule = object(
 		opt("catchUp", enum("skip", "latest")),
 	))),
 	opt("preservations", mapOf(reName, object(
-		req("source", object(req("kind", enum("legacy-runtime")), req("path", str))),
+		req("source", object(req("kind", enum("openclaw")), req("path", absPath), opt("lockDir", absPath))),
 		req("workspace", name),
-		req("export", str),
+		req("connection", name),
+		opt("agents", mapOf(nil, object(req("workspace", name), req("connection", name)))),
+		opt("timezone", str),
+		req("export", absPath),
 		req("expected", object(
-			req("counts", mapOf(nil, integer(0, 1<<62))),
-			opt("hashes", mapOf(nil, match(reSHA256))),
+			req("counts", mapOf(reRecordKind, integer(0, 1<<62))),
+			opt("hashes", mapOf(reRecordKind, match(reSHA256))),
 		)),
-		req("chatReset", enum("preserve", "reset")),
-		opt("heldJobs", listOf(0, name)),
+		req("chatReset", mapOf(reName, enum("preserve", "reset"))),
 	))),
 )
 

@@ -506,12 +506,14 @@ images: img: {
 	output: "out"
 }
 preservations: legacy: {
-	source: {kind: "legacy-runtime", path: "/var/lib/legacy"}
-	workspace: "core"
-	export:    "/var/backups/legacy"
+	source: {kind: "openclaw", path: "/var/lib/openclaw", lockDir: "/tmp/openclaw-1000"}
+	workspace:  "core"
+	connection: "core-codex"
+	agents: ops: {workspace: "core", connection: "core-codex"}
+	timezone: "Europe/Berlin"
+	export:   "/var/backups/openclaw"
 	expected: {counts: {jobs: 4}, hashes: {jobs: "sha256:0000000000000000000000000000000000000000000000000000000000000000"}}
-	chatReset: "preserve"
-	heldJobs: ["old-digest"]
+	chatReset: core: "preserve"
 }
 `}}, true},
 		{"user default marker", []edit{{"connections.cue", `billing:        "api"`, `billing:        *"api" | "subscription"`}}, false},

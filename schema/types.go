@@ -2,6 +2,8 @@ package schema
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"cuelang.org/go/cue/token"
@@ -85,8 +87,25 @@ const HostName = "config"
 
 // Host holds the host-wide settings: who may approve.
 type Host struct {
-	Operators     []string `json:"operators"`
-	TwoPersonRule bool     `json:"twoPersonRule"`
+	Operators     []string   `json:"operators"`
+	TwoPersonRule bool       `json:"twoPersonRule"`
+	Retention     *Retention `json:"retention,omitempty"`
+}
+
+// Retention is how long nlx gc keeps settled state.
+type Retention struct {
+	Days int `json:"days"`
+}
+
+// DefaultRetentionDays is what nlx gc keeps without host.retention.
+const DefaultRetentionDays = 90
+
+// RetentionDays is the configured retention, or the default.
+func (h *Host) RetentionDays() int {
+	if h == nil || h.Retention == nil || h.Retention.Days <= 0 {
+		return DefaultRetentionDays
+	}
+	return h.Retention.Days
 }
 
 // IsOperator reports whether actor is a host operator.
@@ -290,21 +309,65 @@ type Schedule struct {
 	At       string `json:"at,omitempty"`
 }
 
-// Preservation is a plan to migrate a legacy installation into nlx.
+// Preservation is a plan to import an OpenClaw installation into nlx.
 type Preservation struct {
-	Source    Source   `json:"source"`
-	Workspace string   `json:"workspace"`
-	Export    string   `json:"export"`
-	Expected  Expected `json:"expected"`
-	ChatReset string   `json:"chatReset"`
-	HeldJobs  []string `json:"heldJobs,omitempty"`
+	Source     Source                   `json:"source"`
+	Workspace  string                   `json:"workspace"`
+	Connection string                   `json:"connection"`
+	Agents     map[string]AgentTarget   `json:"agents,omitempty"`
+	Timezone   string                   `json:"timezone,omitempty"`
+	Export     string                   `json:"export"`
+	Expected   Expected                 `json:"expected"`
+	ChatReset  map[string]string        `json:"chatReset"`
+	Import     *ImportPin               `json:"import,omitempty"` // pinned by the planner, never configured
 }
 
-// Source names a legacy installation.
-type Source struct {
-	Kind string `json:"kind"`
-	Path string `json:"path"`
+// AgentTarget is where an OpenClaw agent's jobs and conversations go.
+type AgentTarget struct {
+	Workspace  string `json:"workspace"`
+	Connection string `json:"connection"`
 }
+
+// ImportPin is the export a preservation's import is bound to: the
+// planner writes it into the preservation's spec from the export's
+// manifest (as image digests are pinned into workspaces), so that a new
+// export is a change of the preservation and the applied state records
+// the source revision it imported.
+type ImportPin struct {
+	Manifest string `json:"manifest"` // "sha256:..." of manifest.json
+	Era      int    `json:"era"`
+}
+
+// Target is where agent's records go: its entry in Agents, else the
+// preservation's workspace and connection.
+func (p *Preservation) Target(agent string) AgentTarget {
+	if t, ok := p.Agents[agent]; ok {
+		return t
+	}
+	return AgentTarget{Workspace: p.Workspace, Connection: p.Connection}
+}
+
+// Workspaces lists the workspaces the preservation targets, sorted.
+func (p *Preservation) Workspaces() []string {
+	set := map[string]bool{p.Workspace: true}
+	for _, t := range p.Agents {
+		set[t.Workspace] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// Source names an installation to import.
+type Source struct {
+	Kind    string `json:"kind"`
+	Path    string `json:"path"`
+	LockDir string `json:"lockDir,omitempty"`
+}
+
+// The record kinds of an OpenClaw installation (#RecordKind): what nlx
+// preserve counts and hashes, and what expected.counts and
+// expected.hashes name.
+var RecordKinds = []string{"config", "jobs", "quarantined", "runs", "sessions", "transcripts", "transcript_entries",
+	"transcript_archives", "skills", "skill_installs", "auth_profiles", "channel_credentials", "leftovers", "system", "unknown"}
 
 // Expected are the counts and hashes an export must match.
 type Expected struct {
