@@ -311,15 +311,15 @@ type Schedule struct {
 
 // Preservation is a plan to import an OpenClaw installation into nlx.
 type Preservation struct {
-	Source     Source                   `json:"source"`
-	Workspace  string                   `json:"workspace"`
-	Connection string                   `json:"connection"`
-	Agents     map[string]AgentTarget   `json:"agents,omitempty"`
-	Timezone   string                   `json:"timezone,omitempty"`
-	Export     string                   `json:"export"`
-	Expected   Expected                 `json:"expected"`
-	ChatReset  map[string]string        `json:"chatReset"`
-	Import     *ImportPin               `json:"import,omitempty"` // pinned by the planner, never configured
+	Source     Source                 `json:"source"`
+	Workspace  string                 `json:"workspace"`
+	Connection string                 `json:"connection"`
+	Agents     map[string]AgentTarget `json:"agents,omitempty"`
+	Timezone   string                 `json:"timezone,omitempty"`
+	Export     string                 `json:"export"`
+	Expected   Expected               `json:"expected"`
+	ChatReset  map[string]string      `json:"chatReset"`
+	Import     *ImportPin             `json:"import,omitempty"` // pinned by the planner, never configured
 }
 
 // AgentTarget is where an OpenClaw agent's jobs and conversations go.
