@@ -20,6 +20,7 @@ import "embed"
 //go:embed isolate/*.go isolate/seccomp/*.go
 //go:embed launch/*.go
 //go:embed plan/*.go
+//go:embed preserve/*.go
 //go:embed provider/*.go provider/codex/*.go provider/claude/*.go
 //go:embed reconcile/*.go
 //go:embed schema/*.go schema/schema.cue

@@ -124,6 +124,10 @@ func appendChange(b []byte, c *Change) ([]byte, error) {
 	if b, err = appendRaw(b, c.After); err != nil {
 		return nil, err
 	}
+	if c.Import != "" {
+		b = append(b, `,"import":`...)
+		b = appendString(b, c.Import)
+	}
 	return append(b, '}'), nil
 }
 

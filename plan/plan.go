@@ -113,6 +113,10 @@ type Change struct {
 	Diff    []FieldDiff     `json:"diff"`
 	Before  json.RawMessage `json:"before"` // the applied spec; null for a create
 	After   json.RawMessage `json:"after"`  // the desired spec; null for a delete
+	// Import names the preservation whose import creates this resource:
+	// it is created held (under review), and only a later reviewed plan
+	// releases it into service.
+	Import string `json:"import,omitempty"`
 }
 
 // StateRef names the state a plan was made against.

@@ -25,7 +25,7 @@ import (
 // change is gated by image_migration either way). Of the pins, only those
 // of images a workspace uses are kept, with their reference and registry
 // as configured.
-func Derive(p *plan.Plan, cfg *schema.Config, snap *Snapshot) (*plan.Plan, error) {
+func Derive(p *plan.Plan, cfg *schema.Config, snap *Snapshot, imports map[string]*Import) (*plan.Plan, error) {
 	var pins map[string]plan.ImagePin
 	for _, w := range cfg.Workspaces {
 		if w.Image == "" {
@@ -46,7 +46,7 @@ func Derive(p *plan.Plan, cfg *schema.Config, snap *Snapshot) (*plan.Plan, error
 		pins[w.Image] = pin
 	}
 	d, err := Plan(PlanInput{Config: cfg, Snapshot: snap, ConfigDir: p.Inputs.ConfigDir,
-		NlxVersion: p.NlxVersion, Actor: p.Actor, Images: pins})
+		NlxVersion: p.NlxVersion, Actor: p.Actor, Images: pins, Imports: imports})
 	if err != nil {
 		return nil, fmt.Errorf("derive the plan: %w", err)
 	}
@@ -71,8 +71,8 @@ func RequirePins(p *plan.Plan, cfg *schema.Config) error {
 // CheckDerivable refuses p unless it is exactly the plan Derive makes. The
 // plan hash decides (it covers every field); the message names the first
 // difference, so that a reviewer sees what was edited.
-func CheckDerivable(p *plan.Plan, cfg *schema.Config, snap *Snapshot) error {
-	d, err := Derive(p, cfg, snap)
+func CheckDerivable(p *plan.Plan, cfg *schema.Config, snap *Snapshot, imports map[string]*Import) error {
+	d, err := Derive(p, cfg, snap, imports)
 	if err != nil {
 		return err
 	}

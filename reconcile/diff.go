@@ -28,6 +28,7 @@ type Resource struct {
 	Spec   json.RawMessage // plan.JSON of the kind's schema type
 	Hash   string          // "sha256:" + hex SHA-256 of Spec
 	Status ResourceStatus  // in the state: active or held
+	Import string          // desired only: the preservation whose import creates it
 }
 
 // ResourceStatus is what the state holds a resource as.
@@ -128,7 +129,7 @@ func Diff(desired, actual []Resource) ([]plan.Change, error) {
 		addr := d.Address()
 		a, ok := have[addr]
 		delete(have, addr)
-		if ok && a.Hash == d.Hash && bytes.Equal(a.Spec, d.Spec) {
+		if ok && a.Hash == d.Hash && bytes.Equal(a.Spec, d.Spec) && a.Status == d.Status {
 			continue
 		}
 		p := pair{kind: d.Kind, name: d.Name, after: d.Spec}

@@ -56,6 +56,11 @@ type ApplyOptions struct {
 	// Images proves, before anything is written, that every image digest
 	// the plan pins for a workspace can be had; nil skips the check.
 	Images ImageChecker
+	// Imports reads each preservation's export again, proved whole
+	// against its manifest and the config's expected counts and hashes,
+	// for the plan's re-derivation and for the import's records; nil
+	// means the plan imports nothing (one that does is refused).
+	Imports func(ctx context.Context, cfg *schema.Config) (map[string]*Import, error)
 }
 
 // ImageChecker finds out whether a pinned image can be had now.
@@ -239,7 +244,13 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 			return ledger, err
 		}
 	}
-	if err := CheckDerivable(p, got.cfg, snap); err != nil {
+	var imports map[string]*Import
+	if opts.Imports != nil {
+		if imports, err = opts.Imports(ctx, got.cfg); err != nil {
+			return ledger, err
+		}
+	}
+	if err := CheckDerivable(p, got.cfg, snap, imports); err != nil {
 		return ledger, err
 	}
 	fault.Point("apply.derived")
@@ -273,7 +284,7 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 			limit = effectBatch
 		}
 		end := start + 1
-		for end < len(p.Changes) && end-start < limit && (opts.Effects != nil && opts.Effects.Has(&p.Changes[end])) == effect {
+		for end < len(p.Changes) && (end-start < limit || importOpen(p.Changes[start:end], p.Changes[end])) && (opts.Effects != nil && opts.Effects.Has(&p.Changes[end])) == effect {
 			end++
 		}
 		group := p.Changes[start:end]
@@ -288,7 +299,7 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 		if effect {
 			applyErr = applyEffects(ctx, store, opts.Effects, id, newSerial, group, start, batch, use, ledger)
 		} else {
-			applyErr = commit(ctx, store, id, newSerial, group, start, use, ledger)
+			applyErr = commit(ctx, store, id, newSerial, group, start, use, ledger, imports)
 		}
 		if applyErr != nil {
 			return ledger, finish(ctx, store, id, ledger, applyErr)
@@ -308,9 +319,9 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 }
 
 // commit applies state-only changes in one transaction.
-func commit(ctx context.Context, store Store, id, serial int64, group []plan.Change, offset int, use approvalUse, l *Ledger) error {
+func commit(ctx context.Context, store Store, id, serial int64, group []plan.Change, offset int, use approvalUse, l *Ledger, imports map[string]*Import) error {
 	ids, used := use.of(group)
-	if err := store.Commit(ctx, id, serial, group, ids); err != nil {
+	if err := store.Commit(ctx, id, serial, group, ids, importsOf(group, imports)); err != nil {
 		for i := range group {
 			l.Entries[offset+i].Phase, l.Entries[offset+i].Error = LedgerFailed, err.Error()
 		}
@@ -342,7 +353,7 @@ func applyEffects(ctx context.Context, store Store, effects Effects, id, serial 
 		fault.Point("apply.effect." + group[i].Address)
 	}
 	if done > 0 {
-		if err := commit(ctx, store, id, serial, group[:done], offset, use, l); err != nil {
+		if err := commit(ctx, store, id, serial, group[:done], offset, use, l, nil); err != nil {
 			return err
 		}
 	}
@@ -567,4 +578,47 @@ func finish(ctx context.Context, store Store, id int64, l *Ledger, applyErr erro
 		l.SerialNow = now
 	}
 	return errors.Join(applyErr, err)
+}
+
+// importOpen reports whether next belongs in the same transaction as
+// group: group holds a job an import creates, and next is that job's
+// preservation or another job of the same import.
+func importOpen(group []plan.Change, next plan.Change) bool {
+	for i := range group {
+		if im := group[i].Import; im != "" && (next.Import == im || next.Kind == schema.KindPreservation && next.Name == im) {
+			return true
+		}
+	}
+	return false
+}
+
+// importsOf picks the imports whose preservation's change is in group.
+func importsOf(group []plan.Change, imports map[string]*Import) map[string]*Import {
+	var out map[string]*Import
+	for i := range group {
+		c := &group[i]
+		if c.Kind != schema.KindPreservation || c.Action == plan.Delete {
+			continue
+		}
+		if im := imports[c.Name]; im != nil && Importing(c) {
+			if out == nil {
+				out = map[string]*Import{}
+			}
+			out[c.Name] = im
+		}
+	}
+	return out
+}
+
+// Importing reports whether the preservation change c pins a revision its
+// applied spec did not: the apply that imports.
+func Importing(c *plan.Change) bool {
+	var before, after schema.Preservation
+	if json.Unmarshal(c.After, &after) != nil || after.Import == nil {
+		return false
+	}
+	if len(c.Before) > 0 && string(c.Before) != "null" && json.Unmarshal(c.Before, &before) == nil && before.Import != nil {
+		return before.Import.Manifest != after.Import.Manifest
+	}
+	return true
 }

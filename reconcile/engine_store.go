@@ -22,6 +22,9 @@ type Snapshot struct {
 	// UnknownClaims are the job occurrences whose outcome nobody knows
 	// and nobody has resolved (nlx serve's claims).
 	UnknownClaims []plan.UnknownClaim
+	// Held are the held imported resources, by address: which import
+	// made each and what of it nlx cannot do.
+	Held map[string]HeldImport
 }
 
 // Approval is one recorded approval of one risk of one change of one plan.
@@ -141,7 +144,11 @@ type Store interface {
 	// Commit applies changes to the resources, journals each committed and
 	// consumes the approvals they used, all in one transaction: each change
 	// is wholly applied or wholly not, and an approval is used once.
-	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error
+	// With the change of a preservation that imports, the import's
+	// records (imports, by preservation) are written in the same
+	// transaction as the jobs it creates held: an import is wholly there
+	// or not at all.
+	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*Import) error
 	// MarkUnknown marks every dispatched effect without an outcome unknown
 	// and ends the applies that left them; the caller holds the lock, so
 	// no apply that dispatched them is still running.

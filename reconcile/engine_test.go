@@ -283,12 +283,12 @@ type failingStore struct {
 	n, calls int
 }
 
-func (s *failingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error {
+func (s *failingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*reconcile.Import) error {
 	s.calls++
 	if s.calls == s.n {
 		return errors.New("disk on fire")
 	}
-	return s.DB.Commit(ctx, applyID, serial, changes, approvals)
+	return s.DB.Commit(ctx, applyID, serial, changes, approvals, imports)
 }
 
 func TestApplyPartialFailureReportsWhatHappened(t *testing.T) {

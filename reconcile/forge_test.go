@@ -247,8 +247,8 @@ func (s *pausingStore) Lock(ctx context.Context, op string) (*reconcile.Lock, er
 	return l, err
 }
 
-func (s *pausingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error {
-	err := s.DB.Commit(ctx, applyID, serial, changes, approvals)
+func (s *pausingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*reconcile.Import) error {
+	err := s.DB.Commit(ctx, applyID, serial, changes, approvals, imports)
 	if !s.done {
 		s.done = true
 		s.fn(s.lock)

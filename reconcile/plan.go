@@ -15,13 +15,22 @@ type PlanInput struct {
 	// Images are the resolved images, by name: their digests are pinned in
 	// the specs of the images and of the workspaces that use them.
 	Images map[string]plan.ImagePin
+	// Imports are the preservations' exports, by preservation name: their
+	// revisions are pinned in the preservations' specs, and the jobs they
+	// create are desired, held.
+	Imports map[string]*Import
 }
 
 // Plan diffs the config against the snapshot and returns the plan, bound to
 // the snapshot's lineage and serial and to the config's inputs. It is pure.
 func Plan(in PlanInput) (*plan.Plan, error) {
 	pinImages(in.Config, in.Images)
+	pinImports(in.Config, in.Imports, in.Snapshot)
 	desired, err := Desired(in.Config)
+	if err != nil {
+		return nil, err
+	}
+	desired, refusals, err := desiredImports(desired, in.Config, in.Imports, in.Snapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +41,26 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 	if changes == nil {
 		changes = []plan.Change{}
 	}
+	imported := map[string]string{}
+	for _, d := range desired {
+		if d.Import != "" {
+			imported[d.Address()] = d.Import
+		}
+	}
+	for i := range changes {
+		if changes[i].Action == plan.Create {
+			changes[i].Import = imported[changes[i].Address]
+		}
+	}
 	if err := Assess(changes, in.Config, in.Snapshot); err != nil {
 		return nil, err
+	}
+	for _, r := range refusals {
+		for i := range changes {
+			if changes[i].Address == r.address {
+				changes[i].Refused = append(changes[i].Refused, plan.Refusal{Code: r.code, Reason: r.why})
+			}
+		}
 	}
 	unknowns := in.Snapshot.Unknowns
 	if unknowns == nil {

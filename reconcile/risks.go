@@ -34,6 +34,7 @@ func Assess(changes []plan.Change, desired *schema.Config, snap *Snapshot) error
 		}
 		if status[c.Address] == StatusHeld && (c.Action == plan.Update || c.Action == plan.Replace) {
 			a.risk(plan.RiskHeldImport, "releases the imported %s from review hold into service", c.Address)
+			a.release(changes, snap.Held[c.Address])
 		}
 		if u, ok := unknown[c.Address]; ok {
 			a.risk(plan.RiskUnknownClaim, "apply %d dispatched %s of %s and nobody knows how it ended; resolve it first", u.ApplyID, u.Action, c.Address)
@@ -379,4 +380,38 @@ func newEntries(before, after []string) []string {
 		}
 	}
 	return out
+}
+
+// release refuses taking a held import into service when nlx cannot do
+// what it is (unsupported policies stay held), when the job would run on
+// one person's credentials unattended without background authority, and
+// when the same plan changes its connection's credential generation (the
+// reviewer approves a release against the credential they see).
+func (a *assessor) release(changes []plan.Change, held HeldImport) {
+	if len(held.Unsupported) > 0 {
+		a.refuse(reason.ImportUnsupported, "imported by preservation %s with what nlx cannot do: %s; it stays held (define a new job instead)",
+			held.Preservation, strings.Join(held.Unsupported, "; "))
+	}
+	if a.c.Kind != schema.KindJob {
+		return
+	}
+	j := a.desired.Jobs[a.c.Name]
+	if j == nil {
+		return
+	}
+	if conn := a.desired.Connections[j.Connection]; conn != nil && conn.Scope == "personal" && !j.BackgroundAuthority {
+		a.refuse(reason.BackgroundAuthorityRequired, "the released job runs on %s's personal connection %s with nobody present: it needs backgroundAuthority: true", conn.Owner, j.Connection)
+	}
+	for i := range changes {
+		o := &changes[i]
+		if o.Kind != schema.KindConnection || o.Name != j.Connection || o.Action != plan.Update {
+			continue
+		}
+		for _, d := range o.Diff {
+			if d.Path == "generation" {
+				a.refuse(reason.ReleaseGenerationChanged, "this plan also changes connection %s's credential generation (%s -> %s): release in a plan of its own, reviewed against the credential it will use",
+					j.Connection, d.Before, d.After)
+			}
+		}
+	}
 }

@@ -197,13 +197,28 @@ connections: "platform-claude": {
 `)
 		}, map[string][]string{}},
 		{"held_import: an imported job released", func(f *fixture) {
+			f.hold("job.weekly-release-notes")
+			f.edit("jobs.cue", `Draft release notes`, `Draft the release notes`)
+		}, map[string][]string{"job.weekly-release-notes": {string(plan.RiskHeldImport)}}},
+		{"held_import: released as imported, unchanged", func(f *fixture) {
+			f.hold("job.weekly-release-notes")
+		}, map[string][]string{"job.weekly-release-notes": {string(plan.RiskHeldImport)}}},
+		{"a held job on a personal connection is released only with background authority", func(f *fixture) {
 			f.hold("job.bob-inbox-triage")
 			f.edit("jobs.cue", `Sort my notification inbox`, `Sort my whole inbox`)
-		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskHeldImport)}}},
-		{"a held import that nothing changes stays held, no risk", func(f *fixture) {
-			f.hold("job.bob-inbox-triage")
-			f.edit("jobs.cue", `"30 6 * * 1-5"`, `"0 7 * * 1-5"`)
-		}, map[string][]string{}},
+		}, map[string][]string{"job.bob-inbox-triage": {string(plan.RiskHeldImport), "refused:" + string(reason.BackgroundAuthorityRequired)}}},
+		{"a held import carrying unsupported work stays held", func(f *fixture) {
+			f.hold("job.weekly-release-notes")
+			prev := f.snapshot
+			f.snapshot = func(s *reconcile.Snapshot) {
+				prev(s)
+				s.Held = map[string]reconcile.HeldImport{"job.weekly-release-notes": {Preservation: "oc", Unsupported: []string{"payload systemEvent"}}}
+			}
+		}, map[string][]string{"job.weekly-release-notes": {string(plan.RiskHeldImport), "refused:" + string(reason.ImportUnsupported)}}},
+		{"a release beside a change of its connection's generation is refused", func(f *fixture) {
+			f.hold("job.weekly-release-notes")
+			f.edit("connections.cue", `generation:     1`, `generation:     2`)
+		}, map[string][]string{"job.weekly-release-notes": {string(plan.RiskHeldImport), "refused:" + string(reason.ReleaseGenerationChanged)}}},
 		{"unknown_claim: a change to a resource with an unknown outcome", func(f *fixture) {
 			f.snapshot = func(s *reconcile.Snapshot) {
 				s.Unknowns = append(s.Unknowns, plan.Unknown{Address: "job.bob-inbox-triage", Action: plan.Update, ApplyID: 7, At: "now"})

@@ -69,6 +69,30 @@ func readFrontmatter(root *os.Root, file, sum string) (*skillFrontmatter, error)
 	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
 		return nil, fmt.Errorf("read SKILL.md: %w", errChanged)
 	}
+	return parseFrontmatter(data)
+}
+
+// CheckSkillMD checks a SKILL.md against the Agent Skills format for a
+// package in a directory named dir: its name and description, and what is
+// wrong with it (nothing when problems is empty).
+func CheckSkillMD(data []byte, dir string) (name, description string, problems []string) {
+	fm, err := parseFrontmatter(data)
+	if err != nil {
+		return "", "", []string{err.Error()}
+	}
+	switch {
+	case !validSkillName(fm.Name):
+		problems = append(problems, fmt.Sprintf("SKILL.md name %q must be 1-64 characters of a-z, 0-9 and -", fm.Name))
+	case fm.Name != dir:
+		problems = append(problems, fmt.Sprintf("SKILL.md name %q does not match its directory %q", fm.Name, dir))
+	}
+	if n := len([]rune(fm.Description)); n < 1 || n > 1024 {
+		problems = append(problems, fmt.Sprintf("SKILL.md description must be 1-1024 characters, has %d", n))
+	}
+	return fm.Name, fm.Description, problems
+}
+
+func parseFrontmatter(data []byte) (*skillFrontmatter, error) {
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	rest, ok := bytes.CutPrefix(data, []byte("---\n"))
 	if !ok {

@@ -80,7 +80,7 @@ func (f *fixture) apply(t *testing.T, planHash string, cs []plan.Change) (id, se
 	if err := f.db.Intend(ctx, id, cs); err != nil {
 		t.Fatalf("Intend: %v", err)
 	}
-	if err := f.db.Commit(ctx, id, serial, cs, nil); err != nil {
+	if err := f.db.Commit(ctx, id, serial, cs, nil, nil); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 	if err := f.db.FinishApply(ctx, id, reconcile.ApplyResult{Committed: len(cs)}); err != nil {
@@ -191,7 +191,7 @@ func TestApplyBookkeeping(t *testing.T) {
 		t.Errorf("applies.committed after Intend = %d, want 0", got)
 	}
 
-	if err := f.db.Commit(ctx, id, serial, batch, nil); err != nil {
+	if err := f.db.Commit(ctx, id, serial, batch, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -272,7 +272,7 @@ func TestApplyBookkeeping(t *testing.T) {
 
 	// A second Commit to the same apply adds to the count.
 	extra := []plan.Change{{Address: "skill.late", Kind: schema.KindSkill, Name: "late", Action: plan.Create, After: []byte(`{"version":"0.1.0"}`)}}
-	if err := f.db.Commit(ctx, id, serial, extra, nil); err != nil {
+	if err := f.db.Commit(ctx, id, serial, extra, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := queryInt(t, f.raw, `SELECT committed FROM applies WHERE id = ?`, id); got != int64(len(batch)+1) {
@@ -415,7 +415,7 @@ func TestCommitAtomic(t *testing.T) {
 				commitTo = tt.apply(f, id)
 			}
 
-			err = f.db.Commit(tt.ctx, commitTo, serial, tt.batch, nil)
+			err = f.db.Commit(tt.ctx, commitTo, serial, tt.batch, nil, nil)
 			if err == nil {
 				t.Fatal("Commit succeeded, want an error")
 			}
@@ -442,7 +442,7 @@ func TestCommitAtomic(t *testing.T) {
 					fixed[i].After = []byte(`{"policy":"workspace_write"}`)
 				}
 			}
-			if err := f.db.Commit(ctx, id, serial, fixed, nil); err != nil {
+			if err := f.db.Commit(ctx, id, serial, fixed, nil, nil); err != nil {
 				t.Fatalf("Commit of the fixed batch: %v", err)
 			}
 			if got := queryInt(t, f.raw, `SELECT committed FROM applies WHERE id = ?`, id); got != int64(len(fixed)) {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
@@ -98,7 +100,7 @@ func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) 
 
 // Commit implements reconcile.Store: the changes, their journal rows and the
 // apply's count, in one transaction.
-func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64) error {
+func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*reconcile.Import) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
 		if err := stillLocked(ctx, tx, applyID); err != nil {
 			return err
@@ -130,16 +132,27 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 			if c.Action != plan.Delete && (len(c.After) == 0 || string(c.After) == "null") {
 				return fmt.Errorf("apply %s: no spec to %s", c.Address, c.Action)
 			}
+			status := reconcile.StatusActive
+			if c.Import != "" && c.Action == plan.Create {
+				status = reconcile.StatusHeld // an import under review
+			} else if err := recordRelease(ctx, tx, applyID, c, approvals, at); err != nil {
+				return err
+			}
 			if c.Action == plan.Delete {
 				_, err = del.ExecContext(ctx, c.Address)
 			} else {
-				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), reconcile.StatusActive, serial, at)
+				_, err = upsert.ExecContext(ctx, c.Address, string(c.Kind), c.Name, string(c.After), reconcile.HashSpec(c.After), status, serial, at)
 			}
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", c.Address, err)
 			}
 			if _, err := journal.ExecContext(ctx, applyID, c.Address, string(c.Action), PhaseCommitted, at); err != nil {
 				return fmt.Errorf("journal %s committed: %w", c.Address, err)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(imports)) {
+			if err := writeImport(ctx, tx, applyID, serial, imports[name], at); err != nil {
+				return fmt.Errorf("import %s: %w", name, err)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + ? WHERE id = ?`, len(changes), applyID); err != nil {

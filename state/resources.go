@@ -89,7 +89,10 @@ func (db *DB) snapshot(ctx context.Context, lockID string) (*reconcile.Snapshot,
 			return err
 		}
 		s.Unknowns = unknownsOf(open)
-		s.UnknownClaims, err = unknownClaims(ctx, tx)
+		if s.UnknownClaims, err = unknownClaims(ctx, tx); err != nil {
+			return err
+		}
+		s.Held, err = heldImports(ctx, tx)
 		return err
 	})
 	var locked *reconcile.LockedError

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/preserve"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
 	"github.com/nlx-dev/nlx/state"
@@ -127,7 +129,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	}
 	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Config: load,
 		Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile,
-		Images: &images.Checker{Store: store}})
+		Images: &images.Checker{Store: store}, Imports: applyImports(p)})
 	if ledger != nil && ledger.TookOverLock != nil {
 		fmt.Fprintf(a.io.Err, "Took over the state lock from %s: that process is gone.\n", ledger.TookOverLock)
 	}
@@ -247,4 +249,36 @@ func notApplied(l *reconcile.Ledger) int {
 		}
 	}
 	return n
+}
+
+// applyImports reads each preservation's export again for the apply of p:
+// an export p imports is proved whole record by record and must still be
+// the source revision p pins; the others are read by their manifests.
+func applyImports(p *plan.Plan) func(ctx context.Context, cfg *schema.Config) (map[string]*reconcile.Import, error) {
+	pinned := map[string]string{}
+	for _, c := range p.Changes {
+		if c.Kind != schema.KindPreservation || c.Action == plan.Delete {
+			continue
+		}
+		var after schema.Preservation
+		if reconcile.Importing(&c) && json.Unmarshal(c.After, &after) == nil {
+			pinned[c.Name] = after.Import.Manifest
+		}
+	}
+	return func(ctx context.Context, cfg *schema.Config) (map[string]*reconcile.Import, error) {
+		imports, err := preserve.Imports(ctx, cfg, func(name string) bool { return pinned[name] != "" })
+		if err != nil {
+			return nil, err
+		}
+		for name, want := range pinned {
+			im := imports[name]
+			switch {
+			case im == nil:
+				return nil, reason.New(reason.PreservationRevisionChanged, "the plan imports preservation %s from source revision %s, but its export is gone; nothing was applied", name, want)
+			case im.Manifest != want:
+				return nil, reason.New(reason.PreservationRevisionChanged, "the plan imports preservation %s from source revision %s, but its export now holds %s; nothing was applied (plan again)", name, want, im.Manifest)
+			}
+		}
+		return imports, nil
+	}
 }

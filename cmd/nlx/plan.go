@@ -10,6 +10,7 @@ import (
 	"github.com/nlx-dev/nlx"
 	"github.com/nlx-dev/nlx/images"
 	"github.com/nlx-dev/nlx/plan"
+	"github.com/nlx-dev/nlx/preserve"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -169,7 +170,11 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, *sche
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins})
+	imports, err := preserve.Imports(ctx, cfg, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins, Imports: imports})
 	return p, cfg, err
 }
 

@@ -144,3 +144,11 @@ func termWidth(w io.Writer) int {
 	}
 	return width
 }
+
+// Line reports one step of long work as a line on stderr, terminal or not
+// (preservation steps are few and long: a line each says enough).
+func (p *progress) Line(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintln(p.w, s)
+}

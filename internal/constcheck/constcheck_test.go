@@ -45,6 +45,9 @@ var allowed = map[[2]string]string{
 	{"cmd/nlx/root.go", "unknown"}:              "the actor name when nothing names one",
 	{"cmd/nlx/state_list.go", "running"}:        "the state lock holder's liveness, shown to people",
 	{"images/golayer.go", "missing"}:            "a layer cache key's tag for an absent input file, not a credential home's state",
+	{"preserve/kinds.go", "unknown"}:            "preserve.KindUnknown, the record kind of files nlx does not know",
+	{"schema/types.go", "unknown"}:              "the record kind schema.RecordKinds lists (preserve.KindUnknown)",
+	{"cmd/nlx/preserve.go", "replace"}:          "the --replace flag of nlx preserve export",
 }
 
 // definition is where a concept's constant is defined.

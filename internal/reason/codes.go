@@ -132,6 +132,22 @@ const (
 	OutcomeUnknown              Code = "outcome_unknown"
 	ServeStopping               Code = "serve_stopping"
 	ConnectionNotAllowed        Code = "connection_not_allowed"
+
+	// Preservation: OpenClaw inventory, export, import, release.
+	SourceEraUnsupported        Code = "source_era_unsupported"
+	SourceUnreadable            Code = "source_unreadable"
+	SourceBusy                  Code = "source_busy"
+	SourceChanged               Code = "source_changed"
+	NoSuchPreservation          Code = "no_such_preservation"
+	ExportMissing               Code = "export_missing"
+	ExportExists                Code = "export_exists"
+	ExportCorrupt               Code = "export_corrupt"
+	PreservationCountMismatch   Code = "preservation_count_mismatch"
+	PreservationHashMismatch    Code = "preservation_hash_mismatch"
+	PreservationRevisionChanged Code = "preservation_revision_changed"
+	ImportNameConflict          Code = "import_name_conflict"
+	ImportUnsupported           Code = "import_unsupported"
+	ReleaseGenerationChanged    Code = "release_generation_changed"
 )
 
 var table = []Entry{
@@ -238,6 +254,20 @@ var table = []Entry{
 
 	{EgressProxyUnavailable, ExitError, AreaLaunch, "a launch with egress inference has no proxy: it could not start (nothing is launched), or it died (the sandbox has no network and the turn is interrupted)"},
 
+	{SourceEraUnsupported, ExitError, AreaPreserve, "the OpenClaw installation is of a storage era nlx does not import (names what was found)"},
+	{SourceUnreadable, ExitError, AreaPreserve, "the OpenClaw installation cannot be read: missing, not a directory, or a file nlx must parse is malformed"},
+	{SourceBusy, ExitError, AreaPreserve, "an OpenClaw gateway (or agent) still holds the installation's locks; stop it, or export with --drain"},
+	{SourceChanged, ExitError, AreaPreserve, "the installation changed while it was exported; nothing was kept: stop the writer and export again"},
+	{NoSuchPreservation, ExitError, AreaPreserve, "no preservations entry of that name in the config"},
+	{ExportMissing, ExitError, AreaPreserve, "the preservation's export directory holds no export (run nlx preserve export)"},
+	{ExportExists, ExitError, AreaPreserve, "the export directory already holds an export; nlx never overwrites one (--replace, or another directory)"},
+	{ExportCorrupt, ExitError, AreaPreserve, "the export does not match its manifest: a record, count or hash differs (names the first)"},
+	{PreservationCountMismatch, ExitApproval, AreaPreserve, "a count of the export differs from the preservation's expected.counts; nothing is imported"},
+	{PreservationHashMismatch, ExitApproval, AreaPreserve, "a hash of the export differs from the preservation's expected.hashes; nothing is imported"},
+	{PreservationRevisionChanged, ExitApproval, AreaPreserve, "the export now holds another source revision than the one imported or planned; nothing is imported or released"},
+	{ImportNameConflict, ExitApproval, AreaPreserve, "the config defines a job an import is about to create; import first, then release it with that definition"},
+	{ImportUnsupported, ExitApproval, AreaPreserve, "a held import carries work nlx cannot do (names it); it stays held"},
+	{ReleaseGenerationChanged, ExitApproval, AreaPreserve, "a release's connection changes its credential generation in the same plan; release in a plan of its own"},
 	{ServeLocked, ExitLocked, AreaServe, "another nlx serve runs on this state (names it); one serve per state"},
 	{NoSuchJob, ExitError, AreaServe, "no job of that name is applied"},
 	{NoSuchClaim, ExitError, AreaServe, "no occurrence claim with that id"},

@@ -34,16 +34,17 @@ type Area string
 
 // The areas, in the order the reference lists them.
 const (
-	AreaConfig Area = "config" // loading and checking a configuration
-	AreaPlan   Area = "plan"   // plan files and refused changes
-	AreaApply  Area = "apply"  // apply, approve and resolve
-	AreaState  Area = "state"  // the state file
-	AreaImage  Area = "image"  // native images
-	AreaLaunch Area = "launch" // launches from the applied state
-	AreaTurn   Area = "turn"   // provider turns and permission requests
-	AreaServe  Area = "serve"  // the scheduler: jobs, occurrence claims, manual runs
-	AreaHost   Area = "host"   // this host's sandbox and provider user
-	AreaCLI    Area = "cli"    // the command line itself
+	AreaConfig   Area = "config"   // loading and checking a configuration
+	AreaPlan     Area = "plan"     // plan files and refused changes
+	AreaApply    Area = "apply"    // apply, approve and resolve
+	AreaState    Area = "state"    // the state file
+	AreaImage    Area = "image"    // native images
+	AreaLaunch   Area = "launch"   // launches from the applied state
+	AreaTurn     Area = "turn"     // provider turns and permission requests
+	AreaServe    Area = "serve"    // the scheduler: jobs, occurrence claims, manual runs
+	AreaPreserve Area = "preserve" // OpenClaw inventory, export, import and release
+	AreaHost     Area = "host"     // this host's sandbox and provider user
+	AreaCLI      Area = "cli"      // the command line itself
 )
 
 // Areas lists every area in reference order.
