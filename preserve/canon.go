@@ -75,7 +75,12 @@ func (r *redactor) ref(pointer string) string {
 func (r *redactor) redact(v any, path []string, secret bool) any {
 	switch x := v.(type) {
 	case map[string]any:
-		if _, ok := x[secretKey]; ok && len(x) == 1 {
+		if ref, ok := x[secretKey].(string); ok && len(x) == 1 {
+			// Redacted already (an export's copy): still a secret's place.
+			if r.found != nil {
+				p := jsonPointer(path)
+				r.found(Secret{Kind: r.kind, Location: r.file + "#" + p, Ref: ref})
+			}
 			return x
 		}
 		if isSecretRef(x) {

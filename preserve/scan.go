@@ -454,7 +454,8 @@ func (s *scanner) fileRecord(rel string, c class, data []byte) ([]byte, error) {
 		// Every byte is a credential: the record is where it stays.
 		ref := "file:" + strings.TrimSuffix(s.source, "/") + "/" + rel
 		if v, err := decodeJSON(data); err == nil {
-			if m, ok := v.(map[string]any); ok && len(m) == 1 && m[secretKey] != nil {
+			if m, ok := v.(map[string]any); ok && len(m) == 1 && m[secretKey] == ref {
+				s.foundSecret(Secret{Kind: KindChannelCredentials, Location: rel, Ref: ref})
 				return canonical(m) // the export's copy, already a reference
 			}
 		}
@@ -493,11 +494,14 @@ func (s *scanner) redactEnv(rel string, data []byte) []byte {
 			continue
 		}
 		key := strings.TrimSpace(strings.TrimPrefix(string(k), "export "))
+		ref := "file:" + strings.TrimSuffix(s.source, "/") + "/" + rel + "#" + key
 		if bytes.HasPrefix(v, []byte(secretKey+":")) || len(bytes.TrimSpace(v)) == 0 {
+			if len(bytes.TrimSpace(v)) > 0 {
+				s.foundSecret(Secret{Kind: KindSystem, Location: rel + "#" + key, Ref: ref})
+			}
 			out.Write(line)
 			continue
 		}
-		ref := "file:" + strings.TrimSuffix(s.source, "/") + "/" + rel + "#" + key
 		s.foundSecret(Secret{Kind: KindSystem, Location: rel + "#" + key, Ref: ref})
 		fmt.Fprintf(&out, "%s=%s:%s\n", k, secretKey, ref)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,36 +24,56 @@ import (
 // redaction of secret columns in the copy.
 
 // ForeignCopy copies the database at src into a new file dst with SQLite's
-// online-backup API: a consistent snapshot even while another process
-// writes src (its WAL included), and src is opened read-only. On a
-// read-only file system, where SQLite cannot create src's -shm beside it,
-// src is opened immutable: nothing can be writing it through that mount.
+// online-backup API, never writing beside src: SQLite opening a WAL
+// database in place would create its -wal and -shm there, even read-only.
+// Without a -wal beside it, src is complete in itself and is opened
+// immutable (no lock, no file created). With one (its writer stopped
+// without a checkpoint), src and its -wal are first copied byte for byte
+// into a scratch directory beside dst, and the backup reads that copy,
+// which SQLite recovers as its writer left it. A writer still running is
+// what nlx preserve's gate refuses.
 func ForeignCopy(ctx context.Context, src, dst string) error {
 	abs, err := filepath.Abs(src)
 	if err != nil {
 		return fmt.Errorf("foreign database %s: %w", src, err)
 	}
-	uri := "file:" + (&url.URL{Path: abs}).EscapedPath()
-	err = foreignBackup(ctx, uri+"?mode=ro", dst)
-	if err != nil && readOnlyFS(filepath.Dir(abs)) {
-		os.Remove(dst)
-		err = foreignBackup(ctx, uri+"?mode=ro&immutable=1", dst)
+	from := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?mode=ro&immutable=1"
+	if _, err := os.Stat(abs + "-wal"); err == nil {
+		scratch, err := os.MkdirTemp(filepath.Dir(dst), ".wal-copy-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(scratch)
+		cp := filepath.Join(scratch, filepath.Base(abs))
+		for _, suffix := range []string{"", "-wal"} {
+			if err := copyBytes(abs+suffix, cp+suffix); err != nil {
+				return fmt.Errorf("copy %s%s: %w", src, suffix, err)
+			}
+		}
+		from = "file:" + (&url.URL{Path: cp}).EscapedPath()
 	}
-	if err != nil {
+	if err := foreignBackup(ctx, from, dst); err != nil {
 		os.Remove(dst)
 		return fmt.Errorf("copy %s by the online-backup API: %w", src, err)
 	}
 	return nil
 }
 
-func readOnlyFS(dir string) bool {
-	f, err := os.CreateTemp(dir, ".nlx-probe-*")
+func copyBytes(src, dst string) error {
+	in, err := os.Open(src)
 	if err != nil {
-		return true
+		return err
 	}
-	f.Close()
-	os.Remove(f.Name())
-	return false
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 func foreignBackup(ctx context.Context, srcDSN, dst string) error {
