@@ -165,7 +165,11 @@ func (v View) text(w *bufio.Writer, p *Plan) {
 	fmt.Fprintln(w, "nlx will perform the following actions:")
 	for i := range p.Changes {
 		c := &p.Changes[i]
-		fmt.Fprintf(w, "\n  %s\n", v.paint(ansiBold, "# "+c.Address+" "+describe(c.Action)))
+		what := describe(c.Action)
+		if c.Import != "" {
+			what += " held (imported by preservation." + c.Import + "; a reviewed plan releases it)"
+		}
+		fmt.Fprintf(w, "\n  %s\n", v.paint(ansiBold, "# "+c.Address+" "+what))
 		for _, r := range c.Refused {
 			fmt.Fprintf(w, "  %s\n", v.paint(ansiRed, "# x refused, "+string(r.Code)+": "+r.Reason))
 		}

@@ -37,7 +37,7 @@ type Secret struct {
 func secretName(k string) bool {
 	l := strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
 	switch l {
-	case "key", "access", "refresh", "password", "pass", "pin", "cookie", "creds", "session":
+	case "key", "access", "refresh", "password", "pass", "pin", "cookie":
 		return true
 	}
 	for _, s := range []string{"token", "secret", "password", "apikey", "privatekey", "accesskey", "clientsecret", "signingkey"} {
@@ -86,9 +86,12 @@ func (r *redactor) redact(v any, path []string, secret bool) any {
 		if isSecretRef(x) {
 			return x // a reference (source env/file/exec) is no secret
 		}
+		// A secret-named key makes its value secret: a string, or a list
+		// of them; an object below it is judged by its own keys (a
+		// "tokens" map holds a token beside its role and scopes).
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = r.redact(e, append(path, k), secret || secretName(k))
+			out[k] = r.redact(e, append(path, k), secretName(k))
 		}
 		return out
 	case []any:

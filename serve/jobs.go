@@ -109,10 +109,15 @@ func Jobs(ctx context.Context, db *state.DB, r Runner, now time.Time) ([]JobStat
 		}
 		block := func(e *reason.Error) { st.State, st.Code, st.Reason = JobBlocked, string(e.Code), e.Msg }
 		switch {
+		case j.Status == reconcile.StatusHeld:
+			// Held first: an imported job keeps its enabled flag as it
+			// was, and nothing runs it either way until it is released.
+			st.State, st.Code, st.Reason = JobHeld, string(reason.JobHeld), "an import under review: a reviewed plan releases it"
+			if !j.Spec.Enabled {
+				st.Reason += " (imported with enabled: false)"
+			}
 		case !j.Spec.Enabled:
 			st.State, st.Code, st.Reason = JobDisabled, string(reason.JobDisabled), "enabled: false in the applied state"
-		case j.Status == reconcile.StatusHeld:
-			st.State, st.Code, st.Reason = JobHeld, string(reason.JobHeld), "an import under review: a reviewed plan releases it"
 		case j.Err != nil:
 			block(reason.Wrap(reason.InvalidAppliedSpec, j.Err, "job %s", j.Name))
 		case mine != nil && mine.Phase == state.ClaimDispatched:

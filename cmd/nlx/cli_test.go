@@ -151,6 +151,9 @@ func TestScripts(t *testing.T) {
 			"waitclaim":      cmdWaitclaim,
 			"statefile":      cmdStatefile,
 			"hold":           cmdHold,
+			"openclaw":       cmdOpenclaw,
+			"nosecrets":      cmdNosecrets,
+			"adopt":          cmdAdopt,
 		},
 	})
 }

@@ -98,9 +98,11 @@ a permission), 4 state locked.`,
 		newTurnCmd(a),
 		newTurnsCmd(a),
 		newPermissionsCmd(a),
+		newPreserveCmd(a),
 		newServeCmd(a),
 		newJobsCmd(a),
 		newRunCmd(a),
+		newGCCmd(a),
 	)
 	usageCodes(root)
 	return root
