@@ -1,17 +1,24 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/nlx-dev/nlx/internal/openclawfix"
 	"github.com/nlx-dev/nlx/preserve"
+	"github.com/nlx-dev/nlx/reconcile"
+	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // openclaw DIR ERA writes an OpenClaw installation of that era into DIR
@@ -85,4 +92,130 @@ func cmdAdopt(ts *testscript.TestScript, neg bool, args []string) {
 		return
 	}
 	ts.Fatalf("adopt: no releasable job in %s", args[0])
+}
+
+// importHost is a host with the preserve script's config and an exported
+// OpenClaw installation (era 3: the SQLite store), ready to import.
+func importHost(t *testing.T) (*testHost, *openclawfix.Truth) {
+	t.Helper()
+	dir := t.TempDir()
+	h := &testHost{t: t, dir: dir, state: filepath.Join(dir, "state", "state.db"), root: filepath.Join(dir, "workspaces")}
+	src := filepath.Join(dir, "oc")
+	truth, err := openclawfix.Write(src, openclawfix.Options{Era: 3, Jobs: 70, Sessions: 24, TranscriptBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("testdata/script/preserve.txtar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(script[strings.Index(string(script), "-- cfg/host.cue --\n")+len("-- cfg/host.cue --\n"):])
+	cfg = strings.NewReplacer("SRC", src, "EXPORT", filepath.Join(dir, "export"), "LOCKS", filepath.Join(dir, "locks")).Replace(cfg)
+	if err := os.MkdirAll(filepath.Join(dir, "cfg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The host first, so that the import's apply is the import alone.
+	base := cfg[:strings.Index(cfg, "preservations:")]
+	if err := os.WriteFile(filepath.Join(dir, "cfg", "host.cue"), []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.must(0, "apply", "cfg", "--yes")
+	if err := os.WriteFile(filepath.Join(dir, "cfg", "host.cue"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.must(0, "preserve", "export", "oc", "cfg")
+	return h, truth
+}
+
+// imported reads what the state holds of the import: its row, its held
+// jobs and its claims.
+func (h *testHost) imported() (imports []state.ImportRow, held int, claims map[state.ClaimPhase]int) {
+	h.t.Helper()
+	if _, err := os.Stat(h.state); errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, map[state.ClaimPhase]int{}
+	}
+	ctx := context.Background()
+	db, err := state.Open(ctx, h.state, state.Options{ReadOnly: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer db.Close()
+	if imports, err = db.Imports(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	rows, err := db.Rows(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	claims = map[state.ClaimPhase]int{}
+	for _, r := range rows {
+		if r.Status == reconcile.StatusHeld {
+			held++
+		}
+		if r.Kind == schema.KindJob {
+			cs, err := db.Claims(ctx, r.Name, 0)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			for _, c := range cs {
+				claims[c.Phase]++
+			}
+		}
+	}
+	return imports, held, claims
+}
+
+// TestImportCrash kills nlx with SIGKILL at every fault point of an
+// import's apply (in batches of 4: the import is still one transaction)
+// and checks that the state holds either nothing of the import or all of
+// it, and that a second plan and apply then completes it, once.
+func TestImportCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills many processes")
+	}
+	trace, truth := importHost(t)
+	trace.must(0, "plan", "cfg", "--out", "plan.json")
+	points := filepath.Join(trace.dir, "points")
+	if _, errOut, code := trace.run([]string{"NLX_FAULT_TRACE=" + points}, "apply", "plan.json", "--batch-size", "4"); code != 0 {
+		t.Fatalf("traced apply: exit %d: %s", code, errOut)
+	}
+	want := func(h *testHost) {
+		t.Helper()
+		imports, held, claims := h.imported()
+		if len(imports) != 1 || imports[0].Jobs != 70 || held != 70 || claims[state.ClaimUnknown] != 1 ||
+			claims[state.ClaimSucceeded] != len(truth.CompletedOneShots) || imports[0].Conversations != 24 {
+			t.Fatalf("import: %+v, %d held, claims %v; want one import of 70 jobs and 24 conversations, 70 held, 1 unknown and %d succeeded claims",
+				imports, held, claims, len(truth.CompletedOneShots))
+		}
+	}
+	want(trace)
+	data, err := os.ReadFile(points)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := strings.Fields(string(data))
+	if len(list) < 5 {
+		t.Fatalf("only %d fault points: %v", len(list), list)
+	}
+	for _, point := range list {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			h, _ := importHost(t)
+			h.must(0, "plan", "cfg", "--out", "plan.json")
+			if _, _, code := h.run([]string{"NLX_FAULT=" + point + "=kill"}, "apply", "plan.json", "--batch-size", "4"); code != 128+int(syscall.SIGKILL) {
+				t.Fatalf("apply killed at %s: exit %d", point, code)
+			}
+			imports, held, claims := h.imported()
+			switch {
+			case len(imports) == 0 && held == 0 && len(claims) == 0:
+			case len(imports) == 1 && held == 70:
+			default:
+				t.Fatalf("after a kill at %s: %+v, %d held, claims %v: neither nothing nor the whole import", point, imports, held, claims)
+			}
+			h.must(0, "plan", "cfg", "--out", "again.json")
+			h.must(0, "apply", "again.json")
+			want(h)
+			h.must(0, "plan", "cfg", "--detailed-exitcode")
+		})
+	}
 }
