@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -437,4 +438,47 @@ func startSleeper(t testing.TB) *exec.Cmd {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return cmd
+}
+
+// TestInventoryReadOnlyMount: inventory and export read an installation
+// on a read-only bind mount (each era, the SQLite store included), and
+// count it as they count the writable original.
+func TestInventoryReadOnlyMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs the tests as root: a read-only bind mount needs it")
+		}
+		t.Skip("a read-only bind mount needs root")
+	}
+	for _, era := range []int{2, 3} {
+		t.Run(fmt.Sprintf("era%d", era), func(t *testing.T) {
+			dir, truth := install(t, small(era))
+			mnt := filepath.Join(t.TempDir(), "ro")
+			if err := os.Mkdir(mnt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mount(dir, mnt, "", syscall.MS_BIND, ""); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+			if err := syscall.Mount("", mnt, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(mnt, "probe"), nil, 0o600); err == nil {
+				t.Fatal("the mount is writable")
+			}
+			inv, err := Take(context.Background(), mnt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range Kinds {
+				if inv.Counts[k] != truth.Counts[string(k)] {
+					t.Errorf("%s: %d on the read-only mount, %d written", k, inv.Counts[k], truth.Counts[string(k)])
+				}
+			}
+			if _, err := Write(context.Background(), mnt, filepath.Join(t.TempDir(), "export"), ExportOptions{LockDir: t.TempDir()}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

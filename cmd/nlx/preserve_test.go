@@ -68,13 +68,33 @@ func cmdNosecrets(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// adopt EXPORT FILE writes into FILE the CUE definition of the first
-// imported job an operator can release (supported, not running, not a
-// completed one-time job), as the export projects it, under the names the
-// preservation of the script's config gives: workspace w, connection c.
+// adopt EXPORT FILE [completed] writes into FILE the CUE definition of
+// the first imported job an operator can release (supported, not running,
+// a cron job of the main agent), as the export projects it, under the
+// names the preservation of the script's config gives (workspace w,
+// connection c), and sets $ADOPTED to its name. With completed, the first
+// completed one-time job instead, enabled again.
 func cmdAdopt(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: adopt EXPORT FILE")
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: adopt EXPORT FILE [completed]")
+	}
+	if len(args) == 3 {
+		data, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "projections", "jobs.json"))
+		ts.Check(err)
+		var jobs []preserve.ProjectedJob
+		ts.Check(json.Unmarshal(data, &jobs))
+		for _, j := range jobs {
+			if j.Completed == "" || len(j.Unsupported) > 0 || j.Agent != "main" || j.Conversation != "" {
+				continue
+			}
+			prompt, _ := json.Marshal(j.Prompt)
+			cue := fmt.Sprintf("package p\n\njobs: %q: {\n\tworkspace:  \"w\"\n\tconnection: \"c\"\n\tschedule: at: %q\n\tprompt:  %s\n\tenabled: true\n\tcatchUp: \"latest\"\n}\n",
+				j.Name, j.Schedule.At, prompt)
+			ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(cue), 0o644))
+			ts.Setenv("ADOPTED", j.Name)
+			return
+		}
+		ts.Fatalf("adopt: no completed one-time job in %s", args[0])
 	}
 	data, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "projections", "jobs.json"))
 	ts.Check(err)
