@@ -69,49 +69,46 @@ func cmdNosecrets(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // adopt EXPORT FILE [completed] writes into FILE the CUE definition of
-// the first imported job an operator can release (supported, not running,
-// a cron job of the main agent), as the export projects it, under the
-// names the preservation of the script's config gives (workspace w,
-// connection c), and sets $ADOPTED to its name. With completed, the first
-// completed one-time job instead, enabled again.
+// an imported job an operator can release (adoptable), and sets $ADOPTED
+// to its name.
 func cmdAdopt(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 2 || len(args) > 3 {
 		ts.Fatalf("usage: adopt EXPORT FILE [completed]")
 	}
-	if len(args) == 3 {
-		data, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "projections", "jobs.json"))
-		ts.Check(err)
-		var jobs []preserve.ProjectedJob
-		ts.Check(json.Unmarshal(data, &jobs))
-		for _, j := range jobs {
-			if j.Completed == "" || len(j.Unsupported) > 0 || j.Agent != "main" || j.Conversation != "" {
-				continue
-			}
-			prompt, _ := json.Marshal(j.Prompt)
-			cue := fmt.Sprintf("package p\n\njobs: %q: {\n\tworkspace:  \"w\"\n\tconnection: \"c\"\n\tschedule: at: %q\n\tprompt:  %s\n\tenabled: true\n\tcatchUp: \"latest\"\n}\n",
-				j.Name, j.Schedule.At, prompt)
-			ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(cue), 0o644))
-			ts.Setenv("ADOPTED", j.Name)
-			return
-		}
-		ts.Fatalf("adopt: no completed one-time job in %s", args[0])
-	}
-	data, err := os.ReadFile(filepath.Join(ts.MkAbs(args[0]), "projections", "jobs.json"))
+	name, cue, err := adoptable(ts.MkAbs(args[0]), len(args) == 3)
 	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(cue), 0o644))
+	ts.Setenv("ADOPTED", name)
+}
+
+// adoptable is the first imported job of the export an operator can
+// release (supported, not running, a cron job of the main agent), as the
+// export projects it, in CUE under the names the preservation of the
+// preserve script gives (workspace w, connection c). With completed, the
+// first completed one-time job instead, enabled again, catch-up latest.
+func adoptable(export string, completed bool) (name, cue string, err error) {
+	data, err := os.ReadFile(filepath.Join(export, "projections", "jobs.json"))
+	if err != nil {
+		return "", "", err
+	}
 	var jobs []preserve.ProjectedJob
-	ts.Check(json.Unmarshal(data, &jobs))
+	if err := json.Unmarshal(data, &jobs); err != nil {
+		return "", "", err
+	}
 	for _, j := range jobs {
-		if len(j.Unsupported) > 0 || j.Running != "" || j.Completed != "" || j.Schedule.Cron == "" || j.Schedule.Timezone == "" || j.Conversation != "" || j.Agent != "main" {
+		if len(j.Unsupported) > 0 || j.Running != "" || j.Agent != "main" || j.Conversation != "" {
 			continue
 		}
 		prompt, _ := json.Marshal(j.Prompt)
-		cue := fmt.Sprintf("package p\n\njobs: %q: {\n\tworkspace:  \"w\"\n\tconnection: \"c\"\n\tschedule: {cron: %q, timezone: %q}\n\tprompt:  %s\n\tenabled: %v\n}\n",
-			j.Name, j.Schedule.Cron, j.Schedule.Timezone, prompt, j.Enabled)
-		ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(cue), 0o644))
-		ts.Setenv("ADOPTED", j.Name)
-		return
+		head := fmt.Sprintf("package p\n\njobs: %q: {\n\tworkspace:  \"w\"\n\tconnection: \"c\"\n\tprompt:  %s\n", j.Name, prompt)
+		switch {
+		case completed && j.Completed != "":
+			return j.Name, head + fmt.Sprintf("\tschedule: at: %q\n\tenabled: true\n\tcatchUp: \"latest\"\n}\n", j.Schedule.At), nil
+		case !completed && j.Completed == "" && j.Schedule.Cron != "" && j.Schedule.Timezone != "":
+			return j.Name, head + fmt.Sprintf("\tschedule: {cron: %q, timezone: %q}\n\tenabled: %v\n}\n", j.Schedule.Cron, j.Schedule.Timezone, j.Enabled), nil
+		}
 	}
-	ts.Fatalf("adopt: no releasable job in %s", args[0])
+	return "", "", fmt.Errorf("adopt: no such job in %s", export)
 }
 
 // importHost is a host with the preserve script's config and an exported
@@ -237,5 +234,47 @@ func TestImportCrash(t *testing.T) {
 			want(h)
 			h.must(0, "plan", "cfg", "--detailed-exitcode")
 		})
+	}
+}
+
+// TestReleaseRecorded: a release records the held definition, the
+// released one and the approval, and keeps the job's imported claims.
+func TestReleaseRecorded(t *testing.T) {
+	h, _ := importHost(t)
+	h.must(0, "apply", "cfg", "--yes")
+	name, cue, err := adoptable(filepath.Join(h.dir, "export"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.dir, "cfg", "adopted.cue"), []byte(cue), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.must(0, "plan", "cfg", "--out", "release.json")
+	h.must(0, "approve", "release.json", "--actor", "alice", "--reason", "reviewed")
+	h.must(0, "apply", "release.json")
+	ctx := context.Background()
+	db, err := state.Open(ctx, h.state, state.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rels, err := db.Releases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rels) != 1 || rels[0].Address != "job."+name || rels[0].ApprovalID == 0 || len(rels[0].Before) == 0 || len(rels[0].After) == 0 {
+		t.Fatalf("releases %+v, want one of job.%s with its approval and both definitions", rels, name)
+	}
+	var before, after schema.Job
+	if json.Unmarshal(rels[0].Before, &before) != nil || json.Unmarshal(rels[0].After, &after) != nil || before.Workspace != "w" || after.Prompt == "" {
+		t.Errorf("release definitions: %s -> %s", rels[0].Before, rels[0].After)
+	}
+	r, err := db.Resource(ctx, "job."+name)
+	if err != nil || r == nil || r.Status != reconcile.StatusActive {
+		t.Errorf("released job: %+v %v", r, err)
+	}
+	imports, _ := db.Imports(ctx)
+	if len(imports) != 1 || imports[0].Held != 69 {
+		t.Errorf("imports %+v: want 69 still held", imports)
 	}
 }
