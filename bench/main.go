@@ -25,7 +25,7 @@ func main() {
 	rounds := flag.Int("rounds", 7, "rounds per measurement (the median is reported)")
 	workspaces := flag.Int("workspaces", 2000, "workspaces in the generated fleet (each with 1 connection and 5 jobs)")
 	keep := flag.Bool("keep", false, "keep the work directory")
-	only := flag.String("only", "", "run only this part: reconcile, images, isolate, turn, egress or serve")
+	only := flag.String("only", "", "run only this part: reconcile, images, isolate, turn, egress, serve or preserve")
 	flag.Parse()
 	if err := run(context.Background(), *rounds, *workspaces, *keep, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -90,6 +90,8 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 		return egressBench(ctx, work, nlx)
 	case "serve":
 		return serveBench(ctx, work, nlx)
+	case "preserve":
+		return preserveBench(ctx, work, nlx, rounds)
 	}
 	if err := goBenchmarks(ctx); err != nil {
 		return err
@@ -168,6 +170,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 		return err
 	}
 	if err := egressBench(ctx, work, nlx); err != nil {
+		return err
+	}
+	if err := preserveBench(ctx, work, nlx, rounds); err != nil {
 		return err
 	}
 	if err := serveBench(ctx, work, nlx); err != nil {

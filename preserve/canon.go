@@ -34,8 +34,13 @@ type Secret struct {
 }
 
 // secretName reports whether an object key names a secret value.
+var (
+	keyFolder      = strings.NewReplacer("_", "", "-", "")
+	pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+)
+
 func secretName(k string) bool {
-	l := strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
+	l := strings.ToLower(keyFolder.Replace(k))
 	switch l {
 	case "key", "access", "refresh", "password", "pass", "pin", "cookie":
 		return true
@@ -61,7 +66,7 @@ func jsonPointer(path []string) string {
 	var b strings.Builder
 	for _, p := range path {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
+		b.WriteString(pointerEscaper.Replace(p))
 	}
 	return b.String()
 }

@@ -139,29 +139,31 @@ func Write(ctx context.Context, source, dir string, o ExportOptions) (*Manifest,
 		return nil, err
 	}
 
+	// One read of each file makes its copy and its records: the bytes
+	// hashed are the bytes written (JSONL files teed line by line, the
+	// others copied, secrets replaced, then read), and each file's stat
+	// is the same before and after.
 	progress(fmt.Sprintf("copying %s (%s)", src, era))
-	seen, err := copyTree(ctx, src, filepath.Join(tmp, rawDir), era)
-	if err != nil {
-		return nil, err
-	}
-	fault.Point("preserve.copied")
-	progress("checking that the source did not change while copied")
-	if err := unchanged(src, seen); err != nil {
-		return nil, err
-	}
-
-	progress("hashing the copy's records")
 	rec, err := os.Create(filepath.Join(tmp, recordsFile))
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.New()
-	inv, err := scanTree(ctx, filepath.Join(tmp, rawDir), src, era, scratch, io.MultiWriter(rec, sum))
+	cp := &scanner{raw: filepath.Join(tmp, rawDir), seen: map[string]fileStat{}}
+	if err := os.Mkdir(cp.raw, 0o700); err != nil {
+		return nil, err
+	}
+	inv, err := scanTree(ctx, src, src, era, scratch, io.MultiWriter(rec, sum), cp)
 	if cerr := rec.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("hash the export: %w", err)
+		return nil, err
+	}
+	fault.Point("preserve.copied")
+	progress("checking that the source did not change while copied")
+	if err := unchanged(src, cp.seen); err != nil {
+		return nil, err
 	}
 	if err := os.RemoveAll(scratch); err != nil {
 		return nil, err
@@ -242,51 +244,6 @@ func ManifestHash(data []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-// copyTree copies the installation into raw, redacting what holds
-// secrets, and returns every file's stat as copied.
-func copyTree(ctx context.Context, src, raw string, era Era) (map[string]fileStat, error) {
-	seen := map[string]fileStat{}
-	rd := &redactCopier{source: src}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return reason.New(reason.SourceUnreadable, "read %s: %v", p, err)
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		rel = filepath.ToSlash(rel)
-		dst := filepath.Join(raw, filepath.FromSlash(rel))
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o700)
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return reason.New(reason.SourceUnreadable, "read %s: %v", rel, err)
-		}
-		seen[rel] = statOf(fi)
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, dst)
-		case !fi.Mode().IsRegular():
-			return nil // a socket or fifo: recorded as unknown, nothing to copy
-		}
-		if err := rd.copy(ctx, rel, p, dst, era); err != nil {
-			return fmt.Errorf("copy %s: %w", rel, err)
-		}
-		after, err := os.Lstat(p)
-		if err != nil || statOf(after) != seen[rel] {
-			return reason.New(reason.SourceChanged, "%s changed while it was copied; nothing was kept: stop whatever writes %s and export again", rel, src)
-		}
-		return nil
-	})
-	return seen, err
-}
-
 // unchanged proves that every file copied is as it was, and that none
 // appeared or vanished.
 func unchanged(src string, seen map[string]fileStat) error {
@@ -339,7 +296,7 @@ type redactCopier struct {
 	source string
 }
 
-func (r *redactCopier) copy(ctx context.Context, rel, src, dst string, era Era) error {
+func (r *redactCopier) copy(ctx context.Context, rel, src, dst string) error {
 	c := classify(rel)
 	switch {
 	case c == classStateDB:

