@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -484,5 +485,38 @@ func TestInventoryReadOnlyMount(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestInventoryGolden: the inventory of the small installation in the
+// repository has the counts and hashes pinned in testdata: the same on
+// every machine and checkout (nothing of the path, clock or file times
+// enters a hash).
+func TestInventoryGolden(t *testing.T) {
+	inv, err := Take(context.Background(), "../internal/openclawfix/testdata/small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := indented(map[string]any{"era": inv.Era, "version": inv.Version, "counts": inv.Counts, "hashes": inv.Hashes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "small.inventory.json")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("inventory of the small installation:\n%s\nwant (%s):\n%s", got, golden, want)
 	}
 }
