@@ -154,6 +154,7 @@ func TestScripts(t *testing.T) {
 			"openclaw":       cmdOpenclaw,
 			"nosecrets":      cmdNosecrets,
 			"adopt":          cmdAdopt,
+			"unknownclaim":   cmdUnknownclaim,
 		},
 	})
 }

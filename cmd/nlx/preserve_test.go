@@ -278,3 +278,21 @@ func TestReleaseRecorded(t *testing.T) {
 		t.Errorf("imports %+v: want 69 still held", imports)
 	}
 }
+
+// unknownclaim STATE sets $CLAIM to the id of the one unknown claim of
+// the state.
+func cmdUnknownclaim(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: unknownclaim STATE")
+	}
+	ctx := context.Background()
+	db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{ReadOnly: true})
+	ts.Check(err)
+	defer db.Close()
+	claims, err := db.UnknownClaims(ctx)
+	ts.Check(err)
+	if len(claims) != 1 {
+		ts.Fatalf("unknownclaim: %d unknown claims, want 1", len(claims))
+	}
+	ts.Setenv("CLAIM", claims[0].ID)
+}
