@@ -20,10 +20,12 @@ import (
 // re-encoding 400 MB of transcripts would cost more than reading them). A
 // file record is its bytes.
 
-// secretKey is the marker's one key: a secret value replaced in the export
-// (and in every canonical record, so that hashes never depend on a secret)
-// by {"$nlx_secret": "file:/source/path#/json/pointer"}, where the secret
-// stays.
+// secretKey is the marker's one key: a secret value is replaced in the
+// export (and in every canonical record, so that no hash depends on a
+// secret) by {"$nlx_secret": "path/in/installation#/json/pointer"}, where
+// it stays. The location is relative, so that no hash depends on where the
+// installation lies either; the reference to it is file: and the
+// installation's path (the manifest's source) before it.
 const secretKey = "$nlx_secret"
 
 // Secret is where a secret was found: never its value.
@@ -71,8 +73,10 @@ func jsonPointer(path []string) string {
 	return b.String()
 }
 
-func (r *redactor) ref(pointer string) string {
-	return "file:" + strings.TrimSuffix(r.source, "/") + "/" + r.file + "#" + pointer
+// fileRef is the file: reference to a location in the installation at
+// source.
+func fileRef(source, loc string) string {
+	return "file:" + strings.TrimSuffix(source, "/") + "/" + loc
 }
 
 // redact returns v with its secrets replaced by markers. A marker already
@@ -80,11 +84,10 @@ func (r *redactor) ref(pointer string) string {
 func (r *redactor) redact(v any, path []string, secret bool) any {
 	switch x := v.(type) {
 	case map[string]any:
-		if ref, ok := x[secretKey].(string); ok && len(x) == 1 {
+		if loc, ok := x[secretKey].(string); ok && len(x) == 1 {
 			// Redacted already (an export's copy): still a secret's place.
 			if r.found != nil {
-				p := jsonPointer(path)
-				r.found(Secret{Kind: r.kind, Location: r.file + "#" + p, Ref: ref})
+				r.found(Secret{Kind: r.kind, Location: loc, Ref: fileRef(r.source, loc)})
 			}
 			return x
 		}
@@ -107,12 +110,11 @@ func (r *redactor) redact(v any, path []string, secret bool) any {
 		return out
 	case string:
 		if (secret || r.all) && x != "" {
-			p := jsonPointer(path)
-			ref := r.ref(p)
+			loc := r.file + "#" + jsonPointer(path)
 			if r.found != nil {
-				r.found(Secret{Kind: r.kind, Location: r.file + "#" + p, Ref: ref})
+				r.found(Secret{Kind: r.kind, Location: loc, Ref: fileRef(r.source, loc)})
 			}
-			return map[string]any{secretKey: ref}
+			return map[string]any{secretKey: loc}
 		}
 	}
 	return v

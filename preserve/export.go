@@ -454,7 +454,7 @@ func (r *redactCopier) redactDB(ctx context.Context, rel, dst string) error {
 			}
 		}
 		err := state.ForeignRedact(ctx, dst, t.Name, cols, func(_ int64, column string) string {
-			return secretKey + ":file:" + strings.TrimSuffix(r.source, "/") + "/" + rel + "#" + t.Name + "." + column
+			return secretKey + ":" + rel + "#" + t.Name + "." + column
 		})
 		if err != nil {
 			return err

@@ -519,4 +519,19 @@ func TestInventoryGolden(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("inventory of the small installation:\n%s\nwant (%s):\n%s", got, golden, want)
 	}
+	// Elsewhere, the same: secrets' markers name locations in the
+	// installation, not where it lies.
+	moved := filepath.Join(t.TempDir(), "elsewhere")
+	if out, err := exec.Command("cp", "-a", "../internal/openclawfix/testdata/small", moved).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	again, err := Take(context.Background(), moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Kinds {
+		if again.Hashes[k] != inv.Hashes[k] {
+			t.Errorf("%s: %s here, %s once moved", k, inv.Hashes[k], again.Hashes[k])
+		}
+	}
 }

@@ -526,15 +526,15 @@ func (s *scanner) fileRecord(rel string, c class, data []byte) ([]byte, error) {
 		return canonical(r.redact(v, nil, false))
 	case classChannelCredential:
 		// Every byte is a credential: the record is where it stays.
-		ref := "file:" + strings.TrimSuffix(s.source, "/") + "/" + rel
+		ref := fileRef(s.source, rel)
 		if v, err := decodeJSON(data); err == nil {
-			if m, ok := v.(map[string]any); ok && len(m) == 1 && m[secretKey] == ref {
+			if m, ok := v.(map[string]any); ok && len(m) == 1 && m[secretKey] == rel {
 				s.foundSecret(Secret{Kind: KindChannelCredentials, Location: rel, Ref: ref})
 				return canonical(m) // the export's copy, already a reference
 			}
 		}
 		s.foundSecret(Secret{Kind: KindChannelCredentials, Location: rel, Ref: ref})
-		return canonical(map[string]any{secretKey: ref})
+		return canonical(map[string]any{secretKey: rel})
 	case classSecretsAll:
 		if rel == ".env" {
 			return s.redactEnv(rel, data), nil
@@ -568,7 +568,7 @@ func (s *scanner) redactEnv(rel string, data []byte) []byte {
 			continue
 		}
 		key := strings.TrimSpace(strings.TrimPrefix(string(k), "export "))
-		ref := "file:" + strings.TrimSuffix(s.source, "/") + "/" + rel + "#" + key
+		ref := fileRef(s.source, rel+"#"+key)
 		if bytes.HasPrefix(v, []byte(secretKey+":")) || len(bytes.TrimSpace(v)) == 0 {
 			if len(bytes.TrimSpace(v)) > 0 {
 				s.foundSecret(Secret{Kind: KindSystem, Location: rel + "#" + key, Ref: ref})
@@ -577,7 +577,7 @@ func (s *scanner) redactEnv(rel string, data []byte) []byte {
 			continue
 		}
 		s.foundSecret(Secret{Kind: KindSystem, Location: rel + "#" + key, Ref: ref})
-		fmt.Fprintf(&out, "%s=%s:%s\n", k, secretKey, ref)
+		fmt.Fprintf(&out, "%s=%s:%s#%s\n", k, secretKey, rel, key)
 	}
 	return out.Bytes()
 }
@@ -701,11 +701,7 @@ func (s *scanner) runLog(rel, p string) error {
 // eachMember records each member of field of the JSON file at p as a
 // record of kind k, in key order, redacted.
 func (s *scanner) eachMember(rel, p, field string, k Kind, secrets bool) error {
-	type rec struct {
-		id  string
-		sum [32]byte
-	}
-	var recs []rec
+	var recs []Record
 	f, err := os.Open(p)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", rel, err)
@@ -724,15 +720,21 @@ func (s *scanner) eachMember(rel, p, field string, k Kind, secrets bool) error {
 		if err != nil {
 			return err
 		}
-		recs = append(recs, rec{rel + "#" + key, sha256.Sum256(c)})
+		recs = append(recs, Record{Kind: k, ID: rel + "#" + key, Sum: sha256.Sum256(c)})
 		return nil
 	})
 	if err != nil {
 		return malformed(rel, err)
 	}
-	slices.SortFunc(recs, func(a, b rec) int { return strings.Compare(a.id, b.id) })
-	for _, x := range recs {
-		if err := s.emit(Record{Kind: k, ID: x.id, Sum: x.sum}); err != nil {
+	return s.emitSorted(recs)
+}
+
+// emitSorted emits a file's member records in key order (the order
+// canonical hashes use), whatever order the file lists them in.
+func (s *scanner) emitSorted(recs []Record) error {
+	slices.SortFunc(recs, func(a, b Record) int { return strings.Compare(a.ID, b.ID) })
+	for _, r := range recs {
+		if err := s.emit(r); err != nil {
 			return err
 		}
 	}
@@ -749,11 +751,7 @@ func agentOf(rel string) string {
 
 func (s *scanner) sessions(rel, p string) error {
 	agent := agentOf(rel)
-	type rec struct {
-		key string
-		sum [32]byte
-	}
-	var recs []rec
+	var recs []Record
 	f, err := os.Open(p)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", rel, err)
@@ -770,7 +768,7 @@ func (s *scanner) sessions(rel, p string) error {
 		if err != nil {
 			return err
 		}
-		recs = append(recs, rec{key, sha256.Sum256(c)})
+		recs = append(recs, Record{Kind: KindSessions, ID: agent + "/" + key, Sum: sha256.Sum256(c)})
 		m, _ := v.(map[string]any)
 		sid, _ := m["sessionId"].(string)
 		file, _ := m["sessionFile"].(string)
@@ -780,13 +778,7 @@ func (s *scanner) sessions(rel, p string) error {
 	if err != nil {
 		return malformed(rel, err)
 	}
-	slices.SortFunc(recs, func(a, b rec) int { return strings.Compare(a.key, b.key) })
-	for _, x := range recs {
-		if err := s.emit(Record{Kind: KindSessions, ID: agent + "/" + x.key, Sum: x.sum}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.emitSorted(recs)
 }
 
 func (s *scanner) authProfiles(rel, p string) error {
@@ -852,11 +844,7 @@ func (s *scanner) cronJobs(rel, p string) error {
 	}
 	defer f.Close()
 	r := redactor{kind: KindJobs, file: rel, source: s.source, found: s.foundSecret}
-	type rec struct {
-		id  string
-		sum [32]byte
-	}
-	var recs []rec
+	var recs []Record
 	_, err = members(bufio.NewReader(f), "jobs", func(key string, raw json.RawMessage) error {
 		v, err := decodeJSON(raw)
 		if err != nil {
@@ -866,7 +854,7 @@ func (s *scanner) cronJobs(rel, p string) error {
 		if !ok {
 			s.unsupportedItem(KindJobs, rel+"#"+key, "not a JSON object")
 			c, _ := canonical(v)
-			recs = append(recs, rec{rel + "#" + key, sha256.Sum256(c)})
+			recs = append(recs, Record{Kind: KindJobs, ID: rel + "#" + key, Sum: sha256.Sum256(c)})
 			return nil
 		}
 		id, _ := def["id"].(string)
@@ -888,20 +876,14 @@ func (s *scanner) cronJobs(rel, p string) error {
 			return err
 		}
 		sum := sha256.Sum256(c)
-		recs = append(recs, rec{id, sum})
+		recs = append(recs, Record{Kind: KindJobs, ID: id, Sum: sum})
 		s.facts.Jobs = append(s.facts.Jobs, jobFact{ID: id, Def: def, State: st, Record: sum})
 		return nil
 	})
 	if err != nil {
 		return malformed(rel, err)
 	}
-	slices.SortFunc(recs, func(a, b rec) int { return strings.Compare(a.id, b.id) })
-	for _, x := range recs {
-		if err := s.emit(Record{Kind: KindJobs, ID: x.id, Sum: x.sum}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.emitSorted(recs)
 }
 
 // The tables of state/openclaw.sqlite nlx reads, and those whose values
@@ -985,9 +967,9 @@ func (s *scanner) table(ctx context.Context, rel string, db *state.Foreign, t st
 		case secretTables[t.Name]:
 			for _, c := range t.Columns {
 				if row[c] != nil && !slices.Contains(t.Key, c) {
-					ref := "file:" + strings.TrimSuffix(s.source, "/") + "/" + rel + "#" + t.Name + "." + c
-					s.foundSecret(Secret{Kind: KindSystem, Location: rel + "#" + t.Name + "." + c, Ref: ref})
-					row[c] = secretKey + ":" + ref
+					loc := rel + "#" + t.Name + "." + c
+					s.foundSecret(Secret{Kind: KindSystem, Location: loc, Ref: fileRef(s.source, loc)})
+					row[c] = secretKey + ":" + loc
 				}
 			}
 			c, err := canonical(row)

@@ -119,8 +119,10 @@ func desiredImports(desired []Resource, cfg *schema.Config, imports map[string]*
 				continue // imported: its jobs are in the state
 			}
 		}
-		if bad := expectedMismatch(addr, cfg.Preservations[name], im); len(bad) > 0 {
-			refusals = append(refusals, bad...)
+		if bad := CheckExpected(cfg.Preservations[name], im); len(bad) > 0 {
+			for _, r := range bad {
+				refusals = append(refusals, importRefusal{addr, r.Code, r.Reason})
+			}
 			continue // nothing of it is imported
 		}
 		for _, j := range im.Jobs {
@@ -153,22 +155,22 @@ func desiredImports(desired []Resource, cfg *schema.Config, imports map[string]*
 	return desired, refusals, nil
 }
 
-// expectedMismatch compares an import's counts and hashes with what the
+// CheckExpected compares an import's counts and hashes with what the
 // preservation expects: each difference refuses the import.
-func expectedMismatch(addr string, p *schema.Preservation, im *Import) []importRefusal {
-	var out []importRefusal
+func CheckExpected(p *schema.Preservation, im *Import) []plan.Refusal {
+	var out []plan.Refusal
 	if p == nil {
 		return nil
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Expected.Counts)) {
 		if got, want := im.Counts[k], p.Expected.Counts[k]; got != want {
-			out = append(out, importRefusal{addr, reason.PreservationCountMismatch, fmt.Sprintf(
+			out = append(out, plan.Refusal{Code: reason.PreservationCountMismatch, Reason: fmt.Sprintf(
 				"the export %s holds %d %s records; expected.counts says %d: nothing is imported", im.ExportDir, got, k, want)})
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Expected.Hashes)) {
 		if got, want := im.Hashes[k], p.Expected.Hashes[k]; got != want {
-			out = append(out, importRefusal{addr, reason.PreservationHashMismatch, fmt.Sprintf(
+			out = append(out, plan.Refusal{Code: reason.PreservationHashMismatch, Reason: fmt.Sprintf(
 				"the %s records of the export %s hash to %s; expected.hashes says %s: nothing is imported", k, im.ExportDir, got, want)})
 		}
 	}

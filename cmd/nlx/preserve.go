@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/preserve"
+	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
 )
 
@@ -170,15 +171,8 @@ func newPreserveVerifyCmd(a *app) *cobra.Command {
 				return err
 			}
 			m := e.Manifest
-			for _, k := range slices.Sorted(maps.Keys(p.Expected.Counts)) {
-				if got := m.Counts[preserve.Kind(k)]; got != p.Expected.Counts[k] {
-					return reason.New(reason.PreservationCountMismatch, "the export %s holds %d %s records; expected.counts says %d", p.Export, got, k, p.Expected.Counts[k])
-				}
-			}
-			for _, k := range slices.Sorted(maps.Keys(p.Expected.Hashes)) {
-				if got := m.Hashes[preserve.Kind(k)]; got != p.Expected.Hashes[k] {
-					return reason.New(reason.PreservationHashMismatch, "the %s records of the export %s hash to %s; expected.hashes says %s", k, p.Export, got, p.Expected.Hashes[k])
-				}
+			if bad := reconcile.CheckExpected(p, e.Import(args[0], p)); len(bad) > 0 {
+				return reason.New(bad[0].Code, "%s", bad[0].Reason)
 			}
 			doc := map[string]any{"export": p.Export, "manifest": e.ManifestHash, "verified": true, "counts": m.Counts}
 			return a.view.Render(document{Version: versionPreserveVerify, JSON: doc, Text: func(w io.Writer) error {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/nlx-dev/nlx/internal/reason"
+
 	// The cron zones' rules, should the machine have none.
 	_ "time/tzdata"
 )
@@ -40,7 +42,7 @@ type RunStatus string
 // The run statuses.
 const (
 	RunOK      RunStatus = "ok"
-	RunError   RunStatus = "error"
+	RunError   RunStatus = RunStatus(reason.Failure) // OpenClaw's word, spelled as nlx's own failure code
 	RunSkipped RunStatus = "skipped"
 )
 

@@ -48,7 +48,7 @@ const (
 )
 
 // Areas lists every area in reference order.
-var Areas = []Area{AreaConfig, AreaPlan, AreaApply, AreaState, AreaImage, AreaLaunch, AreaTurn, AreaServe, AreaHost, AreaCLI}
+var Areas = []Area{AreaConfig, AreaPlan, AreaApply, AreaState, AreaImage, AreaLaunch, AreaTurn, AreaServe, AreaPreserve, AreaHost, AreaCLI}
 
 // Entry is one registered code.
 type Entry struct {
