@@ -200,6 +200,10 @@ func Write(ctx context.Context, source, dir string, o ExportOptions) (*Manifest,
 			return nil, fmt.Errorf("write %s: %w", rel, err)
 		}
 	}
+	// The JSON stores' versions are their schemas.
+	if err := write("schemas/formats.json", inv.facts.Formats); err != nil {
+		return nil, fmt.Errorf("write schemas/formats.json: %w", err)
+	}
 	for db, sql := range inv.facts.Schemas {
 		rel := "schemas/" + strings.ReplaceAll(db, "/", "_") + ".sql"
 		p := filepath.Join(tmp, filepath.FromSlash(rel))

@@ -163,6 +163,7 @@ type facts struct {
 	Skills     []skillFact
 	Profiles   []profileFact
 	Schemas    map[string]string // per SQLite file, its tables' SQL
+	Formats    map[string]any    // per JSON store file, its top-level version field
 	LastRuns   map[string]string // per job id, the status of its last run-log entry
 	skillDirs  map[string]bool
 	stateByJob map[string]map[string]any // era 2: jobs-state.json by job id
@@ -216,6 +217,7 @@ func malformed(rel string, err error) error {
 func (s *scanner) run(ctx context.Context) error {
 	s.facts.Entries = map[string]int64{}
 	s.facts.Schemas = map[string]string{}
+	s.facts.Formats = map[string]any{}
 	s.facts.LastRuns = map[string]string{}
 	s.facts.skillDirs = map[string]bool{}
 	if err := s.findSkills(); err != nil {
@@ -433,6 +435,9 @@ func (s *scanner) readCronState() error {
 		return malformed("cron/jobs-state.json", err)
 	}
 	m, _ := v.(map[string]any)
+	if ver, ok := m["version"]; ok {
+		s.facts.Formats["cron/jobs-state.json"] = ver
+	}
 	jobs, _ := m["jobs"].(map[string]any)
 	s.facts.stateByJob = map[string]map[string]any{}
 	for id, e := range jobs {
@@ -708,7 +713,7 @@ func (s *scanner) eachMember(rel, p, field string, k Kind, secrets bool) error {
 	}
 	defer f.Close()
 	r := redactor{kind: k, file: rel, source: s.source, found: s.foundSecret}
-	_, err = members(bufio.NewReader(f), field, func(key string, raw json.RawMessage) error {
+	rest, err := members(bufio.NewReader(f), field, func(key string, raw json.RawMessage) error {
 		v, err := decodeJSON(raw)
 		if err != nil {
 			return err
@@ -725,6 +730,9 @@ func (s *scanner) eachMember(rel, p, field string, k Kind, secrets bool) error {
 	})
 	if err != nil {
 		return malformed(rel, err)
+	}
+	if v, ok := rest["version"]; ok {
+		s.facts.Formats[rel] = v
 	}
 	return s.emitSorted(recs)
 }
@@ -792,6 +800,9 @@ func (s *scanner) authProfiles(rel, p string) error {
 		return malformed(rel, err)
 	}
 	m, _ := v.(map[string]any)
+	if ver, ok := m["version"]; ok {
+		s.facts.Formats[rel] = ver
+	}
 	profiles, _ := m["profiles"].(map[string]any)
 	for _, id := range sortedKeys(profiles) {
 		var refs []string
@@ -845,7 +856,7 @@ func (s *scanner) cronJobs(rel, p string) error {
 	defer f.Close()
 	r := redactor{kind: KindJobs, file: rel, source: s.source, found: s.foundSecret}
 	var recs []Record
-	_, err = members(bufio.NewReader(f), "jobs", func(key string, raw json.RawMessage) error {
+	rest, err := members(bufio.NewReader(f), "jobs", func(key string, raw json.RawMessage) error {
 		v, err := decodeJSON(raw)
 		if err != nil {
 			return err
@@ -882,6 +893,9 @@ func (s *scanner) cronJobs(rel, p string) error {
 	})
 	if err != nil {
 		return malformed(rel, err)
+	}
+	if v, ok := rest["version"]; ok {
+		s.facts.Formats[rel] = v
 	}
 	return s.emitSorted(recs)
 }
