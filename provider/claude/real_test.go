@@ -288,23 +288,27 @@ func TestRealFailures(t *testing.T) {
 		name     string
 		reply    fakemodel.Reply
 		requests int // the requests Claude Code makes (each takes the reply)
-		want     string
+		// more is how many more it may make: a cut that lands between two
+		// chunks is sometimes taken for a body that ended, and continued
+		// once before the lost connection fails it (seen once in CI).
+		more int
+		want string
 	}{
-		{"disconnect", fakemodel.Reply{Steps: []fakemodel.Step{{Disconnect: true}}}, 1, "API Error"},
+		{"disconnect", fakemodel.Reply{Steps: []fakemodel.Step{{Disconnect: true}}}, 1, 0, "API Error"},
 		// The fake's disconnect closes the connection inside a chunked
 		// body: Claude Code takes it for a lost connection, drops what
 		// came and fails the request. (A body that ends cleanly without
 		// the terminal events, as a close-delimited one does, is
 		// continued instead: three more requests asking the model to go
 		// on, then "Connection lost mid-response".)
-		{"cut mid-stream", fakemodel.Reply{Steps: []fakemodel.Step{{Text: "partial"}, {Disconnect: true}}}, 1, "Connection to the API was lost"},
-		{"server error", fakemodel.Reply{Steps: []fakemodel.Step{{Error: &fakemodel.APIError{Status: 500, Type: "api_error", Message: "the fake broke"}}}}, 1, "the fake broke"},
-		{"overloaded", fakemodel.Reply{Steps: []fakemodel.Step{{Error: &fakemodel.APIError{Status: 529, Type: "overloaded_error", Message: "too busy"}}}}, 1, "too busy"},
+		{"cut mid-stream", fakemodel.Reply{Steps: []fakemodel.Step{{Text: "partial"}, {Disconnect: true}}}, 1, 1, "Connection to the API was lost"},
+		{"server error", fakemodel.Reply{Steps: []fakemodel.Step{{Error: &fakemodel.APIError{Status: 500, Type: "api_error", Message: "the fake broke"}}}}, 1, 0, "the fake broke"},
+		{"overloaded", fakemodel.Reply{Steps: []fakemodel.Step{{Error: &fakemodel.APIError{Status: 529, Type: "overloaded_error", Message: "too busy"}}}}, 1, 0, "too busy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := startFake(t)
-			for range tt.requests + 1 {
+			for range tt.requests + tt.more + 1 {
 				fake.Push(tt.reply)
 			}
 			turn := provider.Turn{Prompt: "hi", Policy: provider.WorkspaceWrite}
@@ -322,8 +326,8 @@ func TestRealFailures(t *testing.T) {
 				t.Errorf("the failure took %v", took)
 			}
 			t.Logf("failed %v after the start", took)
-			if n := len(fake.AgentRequests()); n != tt.requests {
-				t.Errorf("%d agent requests, want %d", n, tt.requests)
+			if n := len(fake.AgentRequests()); n < tt.requests || n > tt.requests+tt.more {
+				t.Errorf("%d agent requests, want %d (up to %d more)", n, tt.requests, tt.more)
 			}
 		})
 	}
