@@ -149,11 +149,11 @@ func Write(ctx context.Context, source, dir string, o ExportOptions) (*Manifest,
 		return nil, err
 	}
 	sum := sha256.New()
-	cp := &scanner{raw: filepath.Join(tmp, rawDir), seen: map[string]fileStat{}}
-	if err := os.Mkdir(cp.raw, 0o700); err != nil {
+	raw, seen := filepath.Join(tmp, rawDir), map[string]fileStat{}
+	if err := os.Mkdir(raw, 0o700); err != nil {
 		return nil, err
 	}
-	inv, err := scanTree(ctx, src, src, era, scratch, io.MultiWriter(rec, sum), cp)
+	inv, err := scanTree(ctx, src, src, era, scratch, io.MultiWriter(rec, sum), raw, seen)
 	if cerr := rec.Close(); err == nil {
 		err = cerr
 	}
@@ -162,7 +162,7 @@ func Write(ctx context.Context, source, dir string, o ExportOptions) (*Manifest,
 	}
 	fault.Point("preserve.copied")
 	progress("checking that the source did not change while copied")
-	if err := unchanged(src, cp.seen); err != nil {
+	if err := unchanged(src, seen); err != nil {
 		return nil, err
 	}
 	if err := os.RemoveAll(scratch); err != nil {
@@ -177,7 +177,7 @@ func Write(ctx context.Context, source, dir string, o ExportOptions) (*Manifest,
 			m.Dropped = append(m.Dropped, it)
 		}
 	}
-	pr := project(&inv.facts, nil)
+	pr := project(&inv.facts)
 	write := func(rel string, v any) error {
 		data, err := indented(v)
 		if err != nil {

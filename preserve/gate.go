@@ -56,7 +56,7 @@ func DefaultLockDir(source string) string {
 
 // Holders lists the locks on the installation at source: the gateway's in
 // lockDir that name it, and the session locks inside it.
-func Holders(source, lockDir string) ([]Holder, error) {
+func Holders(source, lockDir string) []Holder {
 	var out []Holder
 	gw, _ := filepath.Glob(filepath.Join(lockDir, "gateway*.lock"))
 	for _, f := range gw {
@@ -70,7 +70,7 @@ func Holders(source, lockDir string) ([]Holder, error) {
 		h, _ := readLock(f, "")
 		out = append(out, h)
 	}
-	return out, nil
+	return out
 }
 
 // readLock reads one lock file; relevant is false for a gateway lock of
@@ -117,10 +117,7 @@ func Gate(ctx context.Context, source, lockDir string, drain bool, timeout time.
 	deadline := time.Now().Add(timeout)
 	told := false
 	for {
-		holders, err := Holders(source, lockDir)
-		if err != nil {
-			return nil, err
-		}
+		holders := Holders(source, lockDir)
 		var live []string
 		for _, h := range holders {
 			if h.Live {

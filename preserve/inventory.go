@@ -103,21 +103,20 @@ func Take(ctx context.Context, dir string) (*Inventory, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	return scanTree(ctx, abs, abs, era, tmp, nil, nil)
+	return scanTree(ctx, abs, abs, era, tmp, nil, "", nil)
 }
 
 // scanTree scans root (the installation at source, or a raw copy of it);
-// with a copy, root is copied into copy.raw as it is read.
-func scanTree(ctx context.Context, root, source string, era Era, tmp string, records io.Writer, copy *scanner) (*Inventory, error) {
+// with raw set, root is copied there as it is read, each file's stat as
+// copied recorded in seen.
+func scanTree(ctx context.Context, root, source string, era Era, tmp string, records io.Writer, raw string, seen map[string]fileStat) (*Inventory, error) {
 	inv := &Inventory{Source: source, Era: era, Unsupported: []Item{}, Secrets: []Secret{}}
 	t := newTally(records)
 	s := &scanner{root: root, source: source, era: era, tmp: tmp, emit: t.add,
 		secret:      func(sec Secret) { inv.Secrets = append(inv.Secrets, sec) },
 		unsupported: func(it Item) { inv.Unsupported = append(inv.Unsupported, it) },
 	}
-	if copy != nil {
-		s.raw, s.seen = copy.raw, copy.seen
-	}
+	s.raw, s.seen = raw, seen
 	if err := s.run(ctx); err != nil {
 		return nil, err
 	}
@@ -134,7 +133,7 @@ func scanTree(ctx context.Context, root, source string, era Era, tmp string, rec
 		inv.Decisions = append(inv.Decisions, decisions[k])
 	}
 	// Jobs nlx cannot carry are unsupported records too.
-	for _, j := range project(&inv.facts, nil).Jobs {
+	for _, j := range project(&inv.facts).Jobs {
 		if len(j.Unsupported) > 0 {
 			inv.Unsupported = append(inv.Unsupported, Item{Kind: KindJobs, ID: j.SourceID, Reason: fmt.Sprint(j.Unsupported)})
 		}

@@ -285,14 +285,13 @@ func schemaName(s string) bool {
 func TestExportDetectsChange(t *testing.T) {
 	dir, _ := install(t, small(2))
 	out := filepath.Join(t.TempDir(), "export")
-	cp := &scanner{raw: filepath.Join(t.TempDir(), "raw"), seen: map[string]fileStat{}}
-	if err := os.Mkdir(cp.raw, 0o700); err != nil {
+	raw, seen := filepath.Join(t.TempDir(), "raw"), map[string]fileStat{}
+	if err := os.Mkdir(raw, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := scanTree(context.Background(), dir, dir, Era2, t.TempDir(), nil, cp); err != nil {
+	if _, err := scanTree(context.Background(), dir, dir, Era2, t.TempDir(), nil, raw, seen); err != nil {
 		t.Fatal(err)
 	}
-	seen := cp.seen
 	f := filepath.Join(dir, "cron", "jobs.json")
 	data, _ := os.ReadFile(f)
 	if err := os.WriteFile(f, append(data, ' '), 0o600); err != nil {

@@ -201,9 +201,9 @@ func cronSession(key string) (agent, job string, ok bool) {
 	return "", "", false
 }
 
-// project makes the projections of what was scanned. skillRoot is where
-// the export keeps skill packages (their dirs are relative to raw/).
-func project(f *facts, _ *schema.Preservation) *Projections {
+// project makes the projections of what was scanned: independent of any
+// preservation's config (Spec and Export.Import place them).
+func project(f *facts) *Projections {
 	out := &Projections{Jobs: []ProjectedJob{}, Conversations: []ProjectedConversation{}, Skills: []ProjectedSkill{}, Connections: []ProjectedConnection{}}
 	jobNames := names{}
 	byID := map[string]string{}
@@ -216,10 +216,6 @@ func project(f *facts, _ *schema.Preservation) *Projections {
 	convNames := names{}
 	for name := range jobNames {
 		convNames[name] = true // a cron job's own session is its job's conversation
-	}
-	transcripts := map[string]string{}
-	for rel := range f.Entries {
-		transcripts[rel] = rel
 	}
 	for _, s := range f.Sessions {
 		c := ProjectedConversation{Agent: s.Agent, SessionKey: s.Key, SessionID: s.SessionID}

@@ -109,7 +109,7 @@ func Verify(ctx context.Context, dir string) (*Export, error) {
 		return nil, err
 	}
 	sum := sha256.New()
-	inv, err := scanTree(ctx, filepath.Join(dir, rawDir), m.Source.Path, m.Source.Era, scratch, io.MultiWriter(out, sum), nil)
+	inv, err := scanTree(ctx, filepath.Join(dir, rawDir), m.Source.Path, m.Source.Era, scratch, io.MultiWriter(out, sum), "", nil)
 	out.Close()
 	if err != nil {
 		return nil, reason.New(reason.ExportCorrupt, "the export %s cannot be read as its manifest says: %v", dir, err)

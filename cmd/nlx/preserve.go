@@ -41,9 +41,10 @@ const (
 	versionPreserveVerify    = 1 // nlx preserve verify
 )
 
-// preservation loads the config in dir and returns its entry name.
-func preservation(ctx context.Context, name string, args []string) (*schema.Preservation, error) {
-	dir := "."
+// preservation loads the config in DIR (args[1], default ".") and
+// returns its entry NAME (args[0]).
+func preservation(ctx context.Context, args []string) (*schema.Preservation, error) {
+	name, dir := args[0], "."
 	if len(args) > 1 {
 		dir = args[1]
 	}
@@ -65,7 +66,7 @@ func newPreserveInventoryCmd(a *app) *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			p, err := preservation(ctx, args[0], args)
+			p, err := preservation(ctx, args)
 			if err != nil {
 				return err
 			}
@@ -121,7 +122,7 @@ func newPreserveExportCmd(a *app) *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			p, err := preservation(ctx, args[0], args)
+			p, err := preservation(ctx, args)
 			if err != nil {
 				return err
 			}
@@ -159,7 +160,7 @@ func newPreserveVerifyCmd(a *app) *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			p, err := preservation(ctx, args[0], args)
+			p, err := preservation(ctx, args)
 			if err != nil {
 				return err
 			}
