@@ -29,6 +29,10 @@ func canonical(p *Plan) ([]byte, error) {
 	b = appendString(b, p.NlxVersion)
 	b = append(b, `,"actor":`...)
 	b = appendString(b, p.Actor)
+	if p.ActorProof != "" {
+		b = append(b, `,"actor_proof":`...)
+		b = appendString(b, p.ActorProof)
+	}
 	b = append(b, `,"state":`...)
 	b, err := small(b, p.State)
 	if err != nil {

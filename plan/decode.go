@@ -16,6 +16,7 @@ type envelope struct {
 	FormatVersion int             `json:"format_version"`
 	NlxVersion    string          `json:"nlx_version"`
 	Actor         string          `json:"actor"`
+	ActorProof    string          `json:"actor_proof,omitempty"`
 	State         StateRef        `json:"state"`
 	Inputs        Inputs          `json:"inputs"`
 	Unknowns      []Unknown       `json:"unknown_outcomes"`
@@ -81,7 +82,7 @@ func decodePlan(data []byte) (*Plan, error) {
 }
 
 func (e *envelope) plan() *Plan {
-	return &Plan{FormatVersion: e.FormatVersion, NlxVersion: e.NlxVersion, Actor: e.Actor, State: e.State,
+	return &Plan{FormatVersion: e.FormatVersion, NlxVersion: e.NlxVersion, Actor: e.Actor, ActorProof: e.ActorProof, State: e.State,
 		Inputs: e.Inputs, Unknowns: e.Unknowns, UnknownClaims: e.UnknownClaims, Summary: e.Summary, PlanHash: e.PlanHash}
 }
 

@@ -251,7 +251,7 @@ func TestReadRefusesTamperedPlan(t *testing.T) {
 		{"keys reordered, nothing else", func(testing.TB, map[string]any) {}, reason.InvalidPlanFile},
 
 		{"format_version 1 (older)", func(t testing.TB, m map[string]any) { set(t, m, num("1"), "format_version") }, reason.UnknownPlanFormat},
-		{"format_version 3 (newer)", func(t testing.TB, m map[string]any) { set(t, m, num("3"), "format_version") }, reason.UnknownPlanFormat},
+		{"format_version 4 (newer)", func(t testing.TB, m map[string]any) { set(t, m, num("4"), "format_version") }, reason.UnknownPlanFormat},
 		{"format_version 0", func(t testing.TB, m map[string]any) { set(t, m, num("0"), "format_version") }, reason.UnknownPlanFormat},
 		{"format_version -1", func(t testing.TB, m map[string]any) { set(t, m, num("-1"), "format_version") }, reason.UnknownPlanFormat},
 		{"format_version missing", func(t testing.TB, m map[string]any) { del(t, m, "format_version") }, reason.InvalidPlanFile},
@@ -388,7 +388,7 @@ func TestReadRefusesMalformedFile(t *testing.T) {
 		{"JSON array", []byte("[]"), reason.InvalidPlanFile},
 		{"JSON string", []byte(`"plan"`), reason.InvalidPlanFile},
 		{"empty object", []byte("{}"), reason.InvalidPlanFile},
-		{"version only", []byte(`{"format_version":2}`), reason.PlanHashMismatch},
+		{"version only", []byte(`{"format_version":3}`), reason.PlanHashMismatch},
 		{"truncated", data[:len(data)/2], reason.InvalidPlanFile},
 		{"last brace cut", bytes.TrimSuffix(bytes.Clone(data), []byte("}\n")), reason.InvalidPlanFile},
 		{"trailing object", append(bytes.Clone(data), "{}"...), reason.InvalidPlanFile},
@@ -398,7 +398,7 @@ func TestReadRefusesMalformedFile(t *testing.T) {
 		{"the plan twice", append(bytes.Clone(data), data...), reason.InvalidPlanFile},
 		{"byte order mark", append([]byte("\ufeff"), data...), reason.InvalidPlanFile},
 		{"NUL at the end", append(bytes.Clone(data), 0), reason.InvalidPlanFile},
-		{"unknown version and garbage", []byte(`{"format_version":3,"anything":[1,2,3]}`), reason.UnknownPlanFormat},
+		{"unknown version and garbage", []byte(`{"format_version":4,"anything":[1,2,3]}`), reason.UnknownPlanFormat},
 		{"a raw value cut", bytes.Replace(data, []byte(`"after":{"command"`), []byte(`"after":{"command`), 1), reason.InvalidPlanFile},
 	}
 	for _, tt := range tests {
@@ -572,8 +572,8 @@ func TestReadSeedCorpus(t *testing.T) {
 		{"empty-object", []byte("{}"), reason.InvalidPlanFile},
 		{"truncated", valid[:len(valid)*2/3], reason.InvalidPlanFile},
 		{"wrong-hash", wrongHash, reason.PlanHashMismatch},
-		{"unknown-format", bytes.Replace(valid, []byte(`"format_version":2`), []byte(`"format_version":9`), 1), reason.UnknownPlanFormat},
-		{"trailing-data", append(bytes.Clone(valid), `{"format_version":2}`...), reason.InvalidPlanFile},
+		{"unknown-format", bytes.Replace(valid, []byte(`"format_version":3`), []byte(`"format_version":9`), 1), reason.UnknownPlanFormat},
+		{"trailing-data", append(bytes.Clone(valid), `{"format_version":3}`...), reason.InvalidPlanFile},
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzRead")
 	for _, s := range seeds {
@@ -596,7 +596,7 @@ func FuzzRead(f *testing.F) {
 	f.Add(encode(f, representativePlan(f)))
 	f.Add(encode(f, emptyPlan(f)))
 	f.Add(encode(f, stringsPlan("\x00<\u2028\"\\é")))
-	f.Add([]byte(`{"format_version":2,"changes":[{"before":{ "a" : [ 1 , 2 ] }}]}`))
+	f.Add([]byte(`{"format_version":3,"changes":[{"before":{ "a" : [ 1 , 2 ] }}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// What the fast path accepts, the strict path accepts as the same plan.
 		if fast := decodeCanonical(bytes.TrimSuffix(data, []byte("\n"))); fast != nil {

@@ -13,7 +13,7 @@ import (
 
 // FormatVersion is the version of the plan file and of the JSON view. Readers
 // refuse any other version.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Action is what a change does to one resource.
 type Action string
@@ -123,6 +123,10 @@ type Change struct {
 type StateRef struct {
 	Lineage string `json:"lineage"`
 	Serial  int64  `json:"serial"`
+	// Basis is the content hash of the state the plan was made from (what
+	// nlx state export writes; reconcile.Snapshot.Basis): apply refuses
+	// the plan unless the state at that serial hashes the same.
+	Basis string `json:"basis,omitempty"`
 }
 
 // Inputs are the config inputs a plan was made from.
@@ -183,11 +187,14 @@ type UnknownClaim struct {
 // Plan is a saved plan: everything apply needs, bound to the state and the
 // config it was made from.
 type Plan struct {
-	FormatVersion int      `json:"format_version"`
-	NlxVersion    string   `json:"nlx_version"`
-	Actor         string   `json:"actor"` // who made the plan (nlx plan --actor)
-	State         StateRef `json:"state"`
-	Inputs        Inputs   `json:"inputs"`
+	FormatVersion int    `json:"format_version"`
+	NlxVersion    string `json:"nlx_version"`
+	Actor         string `json:"actor"` // who made the plan (nlx plan --actor)
+	// ActorProof is how the actor was proven when the plan was made
+	// (unix:USER, key:FINGERPRINT), absent when the actor is only named.
+	ActorProof string   `json:"actor_proof,omitempty"`
+	State      StateRef `json:"state"`
+	Inputs     Inputs   `json:"inputs"`
 	// Unknowns are the unresolved unknown outcomes in the state at plan
 	// time; every change touching one carries unknown_claim.
 	Unknowns []Unknown `json:"unknown_outcomes"`

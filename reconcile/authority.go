@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/plan"
 	"github.com/nlx-dev/nlx/schema"
 )
@@ -18,12 +19,16 @@ type Authority struct {
 	Operators     map[string]bool
 	TwoPersonRule bool
 	Admins        map[string]map[string]bool // workspace -> its admins
+	// Identities are how each actor proves who they are (host.actors).
+	Identities map[string]schema.Identity
+	// keys maps each identity key's fingerprint to its actor.
+	keys map[string]string
 }
 
 // NewAuthority reads the authority out of applied specs: host.config and
 // the workspaces; other resources are ignored.
 func NewAuthority(resources []Resource) (*Authority, error) {
-	a := &Authority{Operators: map[string]bool{}, Admins: map[string]map[string]bool{}}
+	a := &Authority{Operators: map[string]bool{}, Admins: map[string]map[string]bool{}, Identities: map[string]schema.Identity{}, keys: map[string]string{}}
 	for _, r := range resources {
 		switch r.Kind {
 		case schema.KindHost:
@@ -35,6 +40,14 @@ func NewAuthority(resources []Resource) (*Authority, error) {
 				a.Operators[o] = true
 			}
 			a.TwoPersonRule = h.TwoPersonRule
+			for actor, id := range h.Actors {
+				a.Identities[actor] = id
+				for _, line := range id.Keys {
+					if fp, err := schema.KeyFingerprint(line); err == nil {
+						a.keys[fp] = actor
+					}
+				}
+			}
 		case schema.KindWorkspace:
 			var w struct {
 				Members map[string]string `json:"members"`
@@ -121,4 +134,77 @@ func (a *Authority) isAnyAdmin(actor string) bool {
 		}
 	}
 	return false
+}
+
+// Caller is what a command knows of who runs it: its OS user, read from
+// the process's credentials (never from the environment), and the key it
+// proved to hold by signing with it, if any.
+type Caller struct {
+	UID  int
+	User string // the uid's name; "" when it has none
+	Key  string // SHA256 fingerprint of a key the caller holds, or ""
+}
+
+func (c Caller) String() string {
+	s := fmt.Sprintf("OS user %s (uid %d)", c.User, c.UID)
+	if c.User == "" {
+		s = fmt.Sprintf("uid %d, which has no name", c.UID)
+	}
+	if c.Key != "" {
+		s += " holding key " + c.Key
+	}
+	return s
+}
+
+// KeyActor returns the actor whose identity has the key of that
+// fingerprint, or "".
+func (a *Authority) KeyActor(fingerprint string) string { return a.keys[fingerprint] }
+
+// UnixActor returns the actor the OS user proves, or "".
+func (a *Authority) UnixActor(user string) string {
+	if user == "" {
+		return ""
+	}
+	for actor, id := range a.Identities {
+		if id.Unix == user {
+			return actor
+		}
+	}
+	return ""
+}
+
+// Prove checks that the caller is actor: its OS user is the actor's unix
+// user, or it holds one of the actor's keys. It returns how ("unix:USER"
+// or "key:FINGERPRINT"), or an actor_unproven refusal saying what the
+// actor is proven by and what the caller showed. Root is no one in
+// particular: it proves only the actor whose unix user is root.
+func (a *Authority) Prove(actor string, c Caller) (string, error) {
+	id, ok := a.Identities[actor]
+	if c.Key != "" && a.keys[c.Key] == actor {
+		return "key:" + c.Key, nil
+	}
+	if ok && id.Unix != "" && id.Unix == c.User {
+		return "unix:" + c.User, nil
+	}
+	switch {
+	case len(a.Identities) == 0:
+		return "", reason.New(reason.ActorUnproven, "%s cannot be proven: the applied state names no identities (host.actors); the first ones are applied without an approval", actor)
+	case !ok:
+		return "", reason.New(reason.ActorUnproven, "%s has no identity in the applied state (host.actors), and this is %s", actor, c)
+	}
+	var by []string
+	if id.Unix != "" {
+		by = append(by, "OS user "+id.Unix)
+	}
+	if len(id.Keys) > 0 {
+		by = append(by, fmt.Sprintf("a signature by one of %d key(s) (--key)", len(id.Keys)))
+	}
+	if len(by) == 0 {
+		by = append(by, "nothing")
+	}
+	other := ""
+	if c.Key != "" && a.keys[c.Key] != "" {
+		other = fmt.Sprintf("; the key is %s's", a.keys[c.Key])
+	}
+	return "", reason.New(reason.ActorUnproven, "%s is proven by %s in the applied state, and this is %s%s", actor, strings.Join(by, " or "), c, other)
 }

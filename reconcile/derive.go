@@ -46,7 +46,7 @@ func Derive(p *plan.Plan, cfg *schema.Config, snap *Snapshot, imports map[string
 		pins[w.Image] = pin
 	}
 	d, err := Plan(PlanInput{Config: cfg, Snapshot: snap, ConfigDir: p.Inputs.ConfigDir,
-		NlxVersion: p.NlxVersion, Actor: p.Actor, Images: pins, Imports: imports})
+		NlxVersion: p.NlxVersion, Actor: p.Actor, ActorProof: p.ActorProof, Images: pins, Imports: imports})
 	if err != nil {
 		return nil, fmt.Errorf("derive the plan: %w", err)
 	}

@@ -229,6 +229,11 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	case serial != p.State.Serial:
 		return ledger, reason.New(reason.StalePlan, "the plan was made at state serial %d, but the state is at serial %d; plan again", p.State.Serial, serial)
 	}
+	if basis, err := snap.Basis(); err != nil {
+		return ledger, err
+	} else if basis != p.State.Basis {
+		return ledger, reason.New(reason.StateBasisMismatch, "the plan was made from a state whose content hash is %s, but this state at serial %d hashes %s (a snapshot edited after it was published, or outcomes that became unknown since); nothing was applied: plan again", orNone(p.State.Basis), serial, basis)
+	}
 	got := <-cfgDone
 	if got.err != nil {
 		return ledger, got.err
@@ -469,14 +474,14 @@ func checkUnknowns(ctx context.Context, store Store, p *plan.Plan, marked []plan
 // approvalUse maps a change address to the approvals that clear its risks.
 type approvalUse map[string][]Approval
 
-func (u approvalUse) of(group []plan.Change) (ids []int64, used []string) {
+func (u approvalUse) of(group []plan.Change) (approvals []Approval, used []string) {
 	for _, c := range group {
 		for _, a := range u[c.Address] {
-			ids = append(ids, a.ID)
+			approvals = append(approvals, a)
 			used = append(used, fmt.Sprintf("%s %s by %s", a.Address, a.Risk, a.Actor))
 		}
 	}
-	return ids, used
+	return approvals, used
 }
 
 // checkApprovals finds, for every risk that needs one, a valid approval:

@@ -133,8 +133,8 @@ func TestApprovalRules(t *testing.T) {
 			before: func(f *fixture, p *plan.Plan) {
 				// The applied state no longer makes bob an admin of his
 				// workspace, under the same serial (as a restored backup
-				// might): the plan is no longer what nlx plans from that
-				// state, whatever approvals it has.
+				// might): the plan was not made from that state, whatever
+				// approvals it has; its basis says so first.
 				f.store.locked = func(s *reconcile.Snapshot) {
 					for i := range s.Resources {
 						if s.Resources[i].Address() == "workspace.bob" {
@@ -143,7 +143,7 @@ func TestApprovalRules(t *testing.T) {
 					}
 				}
 			},
-			apply: reason.PlanNotDerivable, msg: "leaves out the change to workspace.bob"},
+			apply: reason.StateBasisMismatch, msg: "at serial 1 hashes"},
 		{name: "two-person rule: the plan's author", edit: riskyEdits, plannedBy: "alice",
 			approve: []step{{"alice", nil, reason.TwoPersonRule}},
 			apply:   reason.ApprovalMissing},

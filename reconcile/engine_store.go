@@ -39,6 +39,15 @@ type Approval struct {
 	ExpiresAt  time.Time
 	Consumed   bool
 	ConsumedBy int64 // the apply that used it
+	// Proof is how the actor was proven: unix:USER or key:FINGERPRINT.
+	Proof string
+	// Signature is the digest of a signed approval's SSH signature; the
+	// apply that uses it records it (ID 0 until then), and a signature is
+	// used once.
+	Signature string
+	// Source is where a signed approval came from (a file, a registry
+	// reference), for messages.
+	Source string
 }
 
 // Outcome is what an operator resolved an unknown outcome as.
@@ -148,7 +157,8 @@ type Store interface {
 	// records (imports, by preservation) are written in the same
 	// transaction as the jobs it creates held: an import is wholly there
 	// or not at all.
-	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*Import) error
+	// Signed approvals (ID 0) are recorded in the same transaction, used.
+	Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []Approval, imports map[string]*Import) error
 	// MarkUnknown marks every dispatched effect without an outcome unknown
 	// and ends the applies that left them; the caller holds the lock, so
 	// no apply that dispatched them is still running.

@@ -283,7 +283,7 @@ type failingStore struct {
 	n, calls int
 }
 
-func (s *failingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*reconcile.Import) error {
+func (s *failingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []reconcile.Approval, imports map[string]*reconcile.Import) error {
 	s.calls++
 	if s.calls == s.n {
 		return errors.New("disk on fire")

@@ -247,7 +247,7 @@ func (s *pausingStore) Lock(ctx context.Context, op string) (*reconcile.Lock, er
 	return l, err
 }
 
-func (s *pausingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*reconcile.Import) error {
+func (s *pausingStore) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []reconcile.Approval, imports map[string]*reconcile.Import) error {
 	err := s.DB.Commit(ctx, applyID, serial, changes, approvals, imports)
 	if !s.done {
 		s.done = true
@@ -294,8 +294,8 @@ func TestPlanOfHalfAppliedStateNeverApplies(t *testing.T) {
 	}
 	before := f.fingerprint()
 	_, err := f.apply(mid, reconcile.ApplyOptions{})
-	if got := refusal(err); got != reason.PlanNotDerivable {
-		t.Fatalf("apply of the mid-apply plan: %v, want %s", err, reason.PlanNotDerivable)
+	if got := refusal(err); got != reason.StateBasisMismatch {
+		t.Fatalf("apply of the mid-apply plan: %v, want %s", err, reason.StateBasisMismatch)
 	}
 	if after := f.fingerprint(); after != before {
 		t.Error("the refused apply wrote to the state")

@@ -12,6 +12,7 @@ type PlanInput struct {
 	ConfigDir  string // as the operator gave it; recorded for apply
 	NlxVersion string
 	Actor      string // who makes the plan
+	ActorProof string // how the actor was proven (unix:USER, key:FP), or ""
 	// Images are the resolved images, by name: their digests are pinned in
 	// the specs of the images and of the workspaces that use them.
 	Images map[string]plan.ImagePin
@@ -66,6 +67,10 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 	if unknowns == nil {
 		unknowns = []plan.Unknown{}
 	}
+	basis, err := in.Snapshot.Basis()
+	if err != nil {
+		return nil, err
+	}
 	files := in.Config.Inputs.Files
 	if files == nil {
 		files = []schema.InputFile{}
@@ -74,7 +79,8 @@ func Plan(in PlanInput) (*plan.Plan, error) {
 		FormatVersion: plan.FormatVersion,
 		NlxVersion:    in.NlxVersion,
 		Actor:         in.Actor,
-		State:         plan.StateRef{Lineage: in.Snapshot.Lineage, Serial: in.Snapshot.Serial},
+		ActorProof:    in.ActorProof,
+		State:         plan.StateRef{Lineage: in.Snapshot.Lineage, Serial: in.Snapshot.Serial, Basis: basis},
 		Inputs: plan.Inputs{
 			ConfigDir:  in.ConfigDir,
 			ConfigHash: in.Config.Inputs.Hash,

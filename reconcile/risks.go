@@ -123,6 +123,34 @@ func specs[T any](c *plan.Change, desired map[string]*T) (before, after *T, err 
 	return before, after, nil
 }
 
+// identitiesWiden lists how after lets someone prove they are an actor who
+// could not before: a new actor's identity, an OS user set or changed, a
+// key added. Removing an identity narrows and is not listed. While the
+// applied state names no identities at all nobody can prove anything, so
+// the first ones are applied like the first host.config: no approval could
+// be given for them.
+func identitiesWiden(before, after map[string]schema.Identity) []string {
+	if len(before) == 0 {
+		return nil
+	}
+	var out []string
+	for _, actor := range slices.Sorted(maps.Keys(after)) {
+		b, had := before[actor]
+		af := after[actor]
+		if !had {
+			out = append(out, fmt.Sprintf("actor %s gets an identity", actor))
+			continue
+		}
+		if af.Unix != "" && af.Unix != b.Unix {
+			out = append(out, fmt.Sprintf("actor %s is proven by OS user %s", actor, af.Unix))
+		}
+		if added := missing(af.Keys, b.Keys); len(added) > 0 {
+			out = append(out, fmt.Sprintf("actor %s gets %d key(s)", actor, len(added)))
+		}
+	}
+	return out
+}
+
 func (a *assessor) assess() error {
 	c := a.c
 	destroys := func(what string) {
@@ -144,6 +172,9 @@ func (a *assessor) assess() error {
 		}
 		if before.TwoPersonRule && !after.TwoPersonRule {
 			a.risk(plan.RiskPermissionWidening, "the two-person rule is switched off")
+		}
+		for _, w := range identitiesWiden(before.Actors, after.Actors) {
+			a.risk(plan.RiskPermissionWidening, "%s", w)
 		}
 	case schema.KindWorkspace:
 		destroys("workspace")

@@ -1,7 +1,10 @@
 package schema
 
 import (
+	"bytes"
+	"crypto/rsa"
 	"errors"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -13,6 +16,7 @@ import (
 	version "github.com/hashicorp/go-version"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/robfig/cron/v3"
+	"golang.org/x/crypto/ssh"
 )
 
 // cronParser accepts the five-field cron lines of crontab(5) and the
@@ -88,6 +92,7 @@ func (l *loader) memo(kind, value string, check func() error) error {
 // check runs the rules that need more than one resource or more than CUE can
 // say: references, scopes, versions, schedules.
 func (l *loader) check(cfg *Config) {
+	l.checkActors(cfg.Host)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Providers)) {
 		p := cfg.Providers[name]
 		if _, err := version.NewConstraint(p.Version); err != nil {
@@ -143,6 +148,55 @@ func (l *loader) check(cfg *Config) {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Preservations)) {
 		l.checkPreservation(cfg, name, cfg.Preservations[name])
 	}
+}
+
+// checkActors refuses identities that would not prove one actor: a key
+// that does not parse, or a key or an OS user claimed by two actors.
+func (l *loader) checkActors(h *Host) {
+	if h == nil {
+		return
+	}
+	keyOwner, userOwner := map[string]string{}, map[string]string{}
+	for _, actor := range slices.Sorted(maps.Keys(h.Actors)) {
+		id := h.Actors[actor]
+		if id.Unix != "" {
+			if other, ok := userOwner[id.Unix]; ok {
+				l.addAt(at("host", "actors", actor, "unix"), reason.InvalidValue, "OS user %s is already actor %s's: one OS user proves one actor", id.Unix, other)
+			}
+			userOwner[id.Unix] = actor
+		}
+		for i, line := range id.Keys {
+			fp, err := KeyFingerprint(line)
+			if err != nil {
+				l.addAt(at("host", "actors", actor, "keys", i), reason.InvalidValue, "%v", err)
+				continue
+			}
+			if other, ok := keyOwner[fp]; ok {
+				l.addAt(at("host", "actors", actor, "keys", i), reason.InvalidValue, "key %s is already actor %s's: one key proves one actor", fp, other)
+			}
+			keyOwner[fp] = actor
+		}
+	}
+}
+
+// KeyFingerprint parses one authorized_keys line (no options, one key) and
+// returns its SHA256 fingerprint, as ssh-keygen -l prints it.
+func KeyFingerprint(line string) (string, error) {
+	k, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(line))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("key %.40q...: %v", line, err)
+	case len(options) > 0:
+		return "", fmt.Errorf("key %.40q...: authorized_keys options are not allowed", line)
+	case len(bytes.TrimSpace(rest)) > 0:
+		return "", fmt.Errorf("key %.40q...: one key per entry", line)
+	}
+	if ck, ok := k.(ssh.CryptoPublicKey); ok {
+		if rk, ok := ck.CryptoPublicKey().(*rsa.PublicKey); ok && rk.N.BitLen() < 2048 {
+			return "", fmt.Errorf("key %s: an RSA key of %d bits is too weak (2048 at least)", ssh.FingerprintSHA256(k), rk.N.BitLen())
+		}
+	}
+	return ssh.FingerprintSHA256(k), nil
 }
 
 func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {

@@ -19,7 +19,7 @@ import (
 
 // resultVersion starts every result: parent and child are the same binary,
 // but a mismatch must fail loudly, not decode garbage.
-const resultVersion = "nlx-load-result-5\n"
+const resultVersion = "nlx-load-result-6\n"
 
 const (
 	resultConfig = 'C' // a *Config
@@ -231,6 +231,7 @@ func (e *encoder) host(h *Host) {
 	if h.Retention != nil {
 		e.int(int64(h.Retention.Days))
 	}
+	encMap(e, h.Actors, func(e *encoder, id Identity) { e.str(id.Unix); encStrings(e, id.Keys) })
 }
 
 func (d *decoder) host(h *Host) {
@@ -239,6 +240,7 @@ func (d *decoder) host(h *Host) {
 	if d.bool() {
 		h.Retention = &Retention{Days: int(d.int())}
 	}
+	h.Actors = decMap(d, func(d *decoder) Identity { return Identity{Unix: d.str(), Keys: decStrings(d)} })
 }
 
 func (e *encoder) provider(p *Provider) {

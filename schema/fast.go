@@ -38,6 +38,9 @@ var (
 	reSHA256    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	reImageRef  = regexp.MustCompile(`^[^ ]+[:@][^ ]+$`)
 	reRegistry  = regexp.MustCompile(`^[^ @:]+(:[0-9]+)?(/[^ @:]+)+$`)
+	reUnixUser  = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	// An authorized_keys line without options, as #Identity has it.
+	reAuthorizedKey = regexp.MustCompile(`^(ssh-ed25519|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521|ssh-rsa|sk-ssh-ed25519@openssh.com|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/]+=*( [^\n]*)?$`)
 	// The #RecordKind disjunction.
 	reRecordKind = regexp.MustCompile(`^(` + strings.Join(RecordKinds, "|") + `)$`)
 )
@@ -225,6 +228,10 @@ var configRule = object(
 		opt("operators", listOf(0, name)),
 		opt("twoPersonRule", boolean),
 		opt("retention", object(opt("days", integer(1, 36500)))),
+		opt("actors", mapOf(reName, object(
+			opt("unix", match(reUnixUser)),
+			opt("keys", listOf(0, match(reAuthorizedKey))),
+		))),
 	)),
 	opt("providers", mapOf(reName, object(
 		req("kind", enum("codex-app-server", "claude-code", "opencode", "acp")),

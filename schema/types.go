@@ -90,6 +90,15 @@ type Host struct {
 	Operators     []string   `json:"operators"`
 	TwoPersonRule bool       `json:"twoPersonRule"`
 	Retention     *Retention `json:"retention,omitempty"`
+	// Actors are the identities actors prove themselves by, by actor.
+	Actors map[string]Identity `json:"actors,omitempty"`
+}
+
+// Identity is how an actor proves who they are on the host: the calling
+// process's OS user, or a signature by one of the keys.
+type Identity struct {
+	Unix string   `json:"unix,omitempty"`
+	Keys []string `json:"keys,omitempty"` // authorized_keys lines
 }
 
 // Retention is how long nlx gc keeps settled state.

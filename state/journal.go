@@ -100,12 +100,16 @@ func (db *DB) Intend(ctx context.Context, applyID int64, changes []plan.Change) 
 
 // Commit implements reconcile.Store: the changes, their journal rows and the
 // apply's count, in one transaction.
-func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, approvals []int64, imports map[string]*reconcile.Import) error {
+func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.Change, used []reconcile.Approval, imports map[string]*reconcile.Import) error {
 	return db.write(ctx, func(tx *sql.Tx) error {
 		if err := stillLocked(ctx, tx, applyID); err != nil {
 			return err
 		}
 		at := db.stamp()
+		approvals, err := recordSigned(ctx, tx, used)
+		if err != nil {
+			return err
+		}
 		// Applying a change puts the resource under the config's management:
 		// a held import leaves the held state (the plan gated that with
 		// held_import).

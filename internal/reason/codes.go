@@ -41,6 +41,13 @@ const (
 	ApprovalNotNeeded    Code = "approval_not_needed"
 	NotInPlan            Code = "not_in_plan"
 	NothingToResolve     Code = "nothing_to_resolve"
+	ActorUnproven        Code = "actor_unproven"
+	StateBasisMismatch   Code = "state_basis_mismatch"
+	ApprovalSignature    Code = "approval_signature_invalid"
+	ApprovalKeyUnknown   Code = "approval_key_unknown"
+	ApprovalMismatch     Code = "approval_mismatch"
+	ApprovalExpired      Code = "approval_expired"
+	ApprovalReplayed     Code = "approval_replayed"
 	StateLocked          Code = "state_locked"
 	LockNotHeld          Code = "lock_not_held"
 	NoState              Code = "no_state"
@@ -190,6 +197,13 @@ var table = []Entry{
 	{ApprovalNotNeeded, ExitError, AreaApply, "the change has no risk an approval clears"},
 	{NotInPlan, ExitError, AreaApply, "--change names no change of the plan"},
 	{NothingToResolve, ExitError, AreaApply, "the address has no unknown outcome to resolve"},
+	{ActorUnproven, ExitApproval, AreaApply, "a command acting for an actor could not prove it is them: the calling OS user is not the actor's, and no key of the actor signed (host.actors in the applied state)"},
+	{StateBasisMismatch, ExitError, AreaApply, "the plan was made from a state snapshot whose content is not this state's at that serial (a snapshot edited after publishing, or another state)"},
+	{ApprovalSignature, ExitApproval, AreaApply, "a signed approval does not verify: not the SSH signature format, another namespace, or the statement was changed after signing"},
+	{ApprovalKeyUnknown, ExitApproval, AreaApply, "a signed approval's key is not its actor's in the applied state (a key added only in the plan being approved counts for nothing)"},
+	{ApprovalMismatch, ExitApproval, AreaApply, "a signed approval of this plan names a change or a risk the plan does not have"},
+	{ApprovalExpired, ExitApproval, AreaApply, "a signed approval expired before the apply"},
+	{ApprovalReplayed, ExitApproval, AreaApply, "a signed approval was already used by an earlier apply; each is used once"},
 
 	{StateLocked, ExitLocked, AreaState, "another run holds the state lock (names it and how to release it)"},
 	{LockNotHeld, ExitError, AreaState, "nlx state unlock named a lock that is not held, or a run lost its lock"},
