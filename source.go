@@ -13,6 +13,7 @@ import "embed"
 //
 //go:embed go.mod go.sum *.go
 //go:embed cmd/nlx/*.go
+//go:embed approval/*.go
 //go:embed egress/*.go
 //go:embed host/*.go
 //go:embed images/*.go
@@ -22,6 +23,7 @@ import "embed"
 //go:embed plan/*.go
 //go:embed preserve/*.go
 //go:embed provider/*.go provider/codex/*.go provider/claude/*.go
+//go:embed publish/*.go
 //go:embed reconcile/*.go
 //go:embed schema/*.go schema/schema.cue
 //go:embed serve/*.go

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
@@ -115,35 +112,5 @@ func TestRegistryInProcess(t *testing.T) {
 // TestRegistryDockerDistribution runs the same round trip through a real
 // registry: Debian's docker-registry (distribution) on 127.0.0.1.
 func TestRegistryDockerDistribution(t *testing.T) {
-	bin := testtool.Need(t, "docker-registry")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	config := filepath.Join(dir, "config.yml")
-	os.WriteFile(config, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n",
-		filepath.Join(dir, "data"), addr)), 0o644)
-	cmd := exec.Command(bin, "serve", config)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("docker-registry did not listen on %s:\n%s", addr, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	roundTrip(t, addr)
+	roundTrip(t, testtool.Registry(t))
 }

@@ -28,10 +28,17 @@ type View struct {
 	// PlanFile is where the plan was saved, for the nlx approve commands the
 	// views print; empty when it was not saved.
 	PlanFile string
+	// Pushed is the registry digest reference the plan was pushed to (nlx
+	// plan --push): the approve commands are then signed ones, attached
+	// there, for a reviewer with no shell on the host.
+	Pushed string
 }
 
 // approveCommand is the exact command that approves change c of the plan.
 func (v View) approveCommand(c *Change) string {
+	if v.Pushed != "" {
+		return SignedApproveCommand(v.Pushed, c)
+	}
 	file := v.PlanFile
 	if file == "" {
 		file = "PLANFILE" // the plan must be saved (--out) to be approved
@@ -43,6 +50,12 @@ func (v View) approveCommand(c *Change) string {
 // saved as file.
 func ApproveCommand(file string, c *Change) string {
 	return fmt.Sprintf("nlx approve %s --change %s --actor NAME --reason TEXT", ShellQuote(file), c.Address)
+}
+
+// SignedApproveCommand is the exact command that signs an approval of
+// change c of the plan pushed to ref and attaches it there.
+func SignedApproveCommand(ref string, c *Change) string {
+	return fmt.Sprintf("nlx approve %s --sign --key ~/.ssh/id_ed25519 --push --change %s --actor NAME --reason TEXT", ShellQuote(ref), c.Address)
 }
 
 // resolveCommand is the command that records what happened to an unknown.

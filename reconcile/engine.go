@@ -53,6 +53,12 @@ type ApplyOptions struct {
 	Now func() time.Time
 	// PlanFile names the plan in the nlx approve commands refusals print.
 	PlanFile string
+	// Signed are signed approvals (nlx approve --sign), their signatures
+	// verified by the caller; apply checks each of this plan's against the
+	// applied state (the key is its actor's, the actor may approve, the
+	// change and risk are the plan's, not expired, never used) and uses
+	// them once. Those of other plans are ignored.
+	Signed []SignedApproval
 	// Images proves, before anything is written, that every image digest
 	// the plan pins for a workspace can be had; nil skips the check.
 	Images ImageChecker
@@ -265,7 +271,7 @@ func Apply(ctx context.Context, store Store, p *plan.Plan, opts ApplyOptions) (*
 	if err := checkUnknowns(ctx, store, p, ledger.Unknown); err != nil {
 		return ledger, err
 	}
-	use, err := checkApprovals(ctx, store, p, opts.Now(), opts.PlanFile)
+	use, err := checkApprovals(ctx, store, p, opts.Now(), opts.PlanFile, opts.Signed)
 	if err != nil {
 		return ledger, err
 	}
@@ -488,7 +494,7 @@ func (u approvalUse) of(group []plan.Change) (approvals []Approval, used []strin
 // for this plan, change and risk; unexpired; unused; by an actor who may
 // approve the change in the applied state now (not when they approved); and
 // not by the plan's author under the two-person rule.
-func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Time, planFile string) (approvalUse, error) {
+func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Time, planFile string, signed []SignedApproval) (approvalUse, error) {
 	if planFile == "" {
 		planFile = "PLANFILE"
 	}
@@ -510,12 +516,16 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 	if err != nil {
 		return nil, err
 	}
+	mine, err := checkSigned(p, auth, recorded, signed, now)
+	if err != nil {
+		return nil, err
+	}
 	type key struct {
 		address string
 		risk    plan.RiskCode
 	}
 	byKey := map[key][]Approval{}
-	for _, a := range recorded {
+	for _, a := range append(recorded, mine...) {
 		k := key{a.Address, a.Risk}
 		byKey[k] = append(byKey[k], a)
 	}
@@ -535,9 +545,80 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 		}
 	}
 	if len(missing) > 0 {
-		return nil, reason.New(reason.ApprovalMissing, "%d risk(s) lack a valid approval; nothing was applied:\n%s", len(missing), strings.Join(missing, "\n"))
+		note := ""
+		if n := len(signed) - len(mine); n > 0 {
+			note = fmt.Sprintf("\n  (%d signed approval(s) of other plans were ignored)", n)
+		}
+		return nil, reason.New(reason.ApprovalMissing, "%d risk(s) lack a valid approval; nothing was applied:\n%s%s", len(missing), strings.Join(missing, "\n"), note)
 	}
 	return use, nil
+}
+
+// SignedApproval is a signed approval whose signature the caller verified:
+// the statement it signs, as an Approval (its Signature the signature's
+// digest, its Source where it came from), and the fingerprint of the key
+// that signed it.
+type SignedApproval struct {
+	Approval
+	Key string
+}
+
+// checkSigned checks the signed approvals of p against the applied state
+// and returns them as approvals to pick from. One that is for p but does
+// not hold refuses the apply with its own code: a reviewer meant it for
+// this plan, and an apply that quietly went without it would hide why.
+func checkSigned(p *plan.Plan, auth *Authority, recorded []Approval, signed []SignedApproval, now time.Time) ([]Approval, error) {
+	used := map[string]int64{}
+	for _, a := range recorded {
+		if a.Signature != "" {
+			used[a.Signature] = a.ConsumedBy
+		}
+	}
+	changes := map[string]*plan.Change{}
+	for i := range p.Changes {
+		changes[p.Changes[i].Address] = &p.Changes[i]
+	}
+	var out []Approval
+	for _, s := range signed {
+		if s.PlanHash != p.PlanHash {
+			continue
+		}
+		what := fmt.Sprintf("the signed approval of %s %s by %s (%s)", s.Address, s.Risk, s.Actor, s.Source)
+		c := changes[s.Address]
+		hasRisk := false
+		if c != nil {
+			for _, r := range c.Risks {
+				hasRisk = hasRisk || r.Code == s.Risk && plan.NeedsApproval(r.Code)
+			}
+		}
+		if owner := auth.KeyActor(s.Key); owner != s.Actor {
+			why := "no actor's"
+			if owner != "" {
+				why = owner + "'s"
+			}
+			return nil, reason.New(reason.ApprovalKeyUnknown, "%s is signed by key %s, which is %s in the applied state, not %s's; nothing was applied", what, s.Key, why, s.Actor)
+		}
+		if apply, ok := used[s.Signature]; ok {
+			return nil, reason.New(reason.ApprovalReplayed, "%s was used by apply %d; nothing was applied", what, apply)
+		}
+		if c == nil {
+			return nil, reason.New(reason.ApprovalMismatch, "%s names a change the plan does not make; nothing was applied", what)
+		}
+		switch ok, why := auth.MayApprove(s.Actor, c); {
+		case !hasRisk:
+			return nil, reason.New(reason.ApprovalMismatch, "%s names a risk change %s does not carry; nothing was applied", what, s.Address)
+		case !now.Before(s.ExpiresAt):
+			return nil, reason.New(reason.ApprovalExpired, "%s expired at %s; nothing was applied", what, s.ExpiresAt.UTC().Format(time.RFC3339))
+		case !ok:
+			return nil, reason.New(reason.ApproverNotAdmin, "%s: %s; nothing was applied", what, why)
+		case auth.TwoPersonRule && s.Actor == p.Actor:
+			return nil, reason.New(reason.TwoPersonRule, "%s: %s made the plan and the host's two-person rule is on; nothing was applied", what, s.Actor)
+		}
+		a := s.Approval
+		a.ID, a.Consumed, a.Proof = 0, false, "key:"+s.Key
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // pickApproval returns a valid approval of risk on c among those recorded

@@ -22,12 +22,36 @@ type ApproveOptions struct {
 	Changes []string      // addresses; empty means every change that needs approval
 	Expires time.Duration // from now; 24h when zero
 	Now     func() time.Time
+	// Caller is who runs the command: it must prove it is Actor.
+	Caller Caller
 }
 
-// Approve records, for each chosen change of p, one approval per risk that
-// needs one, by opts.Actor. The state must still be the one p was made
-// against; the actor's role is read from it.
-func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts ApproveOptions) ([]Approval, error) {
+// ApprovalStatements returns the approvals opts asks for on p, one per
+// risk that needs one, without reading or recording any state: what nlx
+// approve --sign signs. The host checks each when it applies.
+func ApprovalStatements(p *plan.Plan, opts ApproveOptions) ([]Approval, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	chosen, err := chooseChanges(p, opts.Changes)
+	if err != nil {
+		return nil, err
+	}
+	now := opts.Now()
+	var out []Approval
+	for _, c := range chosen {
+		for _, r := range c.Risks {
+			if plan.NeedsApproval(r.Code) {
+				out = append(out, Approval{PlanHash: p.PlanHash, Address: c.Address, Risk: r.Code, Actor: opts.Actor,
+					Reason: opts.Reason, CreatedAt: now, ExpiresAt: now.Add(opts.Expires)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// check fills opts' defaults and refuses bad usage.
+func (opts *ApproveOptions) check() error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -35,13 +59,23 @@ func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts Approv
 		opts.Expires = 24 * time.Hour
 	}
 	if !schema.ValidName(opts.Actor) {
-		return nil, reason.New(reason.InvalidUsage, "--actor %q is not an actor name", opts.Actor)
+		return reason.New(reason.InvalidUsage, "--actor %q is not an actor name", opts.Actor)
 	}
 	if strings.TrimSpace(opts.Reason) == "" {
-		return nil, reason.New(reason.InvalidUsage, "--reason is required: say why this is safe")
+		return reason.New(reason.InvalidUsage, "--reason is required: say why this is safe")
 	}
 	if opts.Expires < 0 {
-		return nil, reason.New(reason.InvalidUsage, "--expires must be positive")
+		return reason.New(reason.InvalidUsage, "--expires must be positive")
+	}
+	return nil
+}
+
+// Approve records, for each chosen change of p, one approval per risk that
+// needs one, by opts.Actor. The state must still be the one p was made
+// against; the actor's role is read from it.
+func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts ApproveOptions) ([]Approval, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	chosen, err := chooseChanges(p, opts.Changes)
 	if err != nil {
@@ -66,6 +100,10 @@ func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts Approv
 	if err != nil {
 		return nil, err
 	}
+	proof, err := auth.Prove(opts.Actor, opts.Caller)
+	if err != nil {
+		return nil, err
+	}
 	now := opts.Now()
 	var out []Approval
 	for _, c := range chosen {
@@ -78,7 +116,7 @@ func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts Approv
 		for _, r := range c.Risks {
 			if plan.NeedsApproval(r.Code) {
 				out = append(out, Approval{PlanHash: p.PlanHash, Address: c.Address, Risk: r.Code, Actor: opts.Actor,
-					Reason: opts.Reason, CreatedAt: now, ExpiresAt: now.Add(opts.Expires)})
+					Reason: opts.Reason, CreatedAt: now, ExpiresAt: now.Add(opts.Expires), Proof: proof})
 			}
 		}
 	}
@@ -150,7 +188,7 @@ type Resolver interface {
 
 // Resolve records an operator's or admin's decision on the unknown outcome
 // of address. It never carries anything out.
-func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why string) (int, int64, error) {
+func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why string, caller Caller) (int, int64, error) {
 	if !schema.ValidName(actor) {
 		return 0, 0, reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
 	}
@@ -191,6 +229,9 @@ func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why s
 	}
 	spec, err := store.Spec(ctx, address)
 	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := auth.Prove(actor, caller); err != nil {
 		return 0, 0, err
 	}
 	c := &plan.Change{Address: address, Kind: schema.Kind(kind), Name: name, Action: u.Action, Before: spec}

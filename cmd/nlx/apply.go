@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,12 +35,13 @@ type applyOptions struct {
 	configDir string
 	yes       bool
 	actor     string
+	approvals []string
 }
 
 func newApplyCmd(a *app) *cobra.Command {
 	opts := &applyOptions{}
 	cmd := &cobra.Command{
-		Use:   "apply [PLANFILE|DIR]",
+		Use:   "apply [PLANFILE|REF|DIR] [--approvals DIR]",
 		Short: "Carry out a saved plan, or plan and apply a config directory",
 		Long: `Apply carries out PLANFILE exactly, without asking: it refuses a plan whose
 file was changed (plan_hash_mismatch), whose state is another one
@@ -48,7 +50,12 @@ file was changed (plan_hash_mismatch), whose state is another one
 
 Given a DIR (default "."), apply plans, prints the plan and asks for
 confirmation; --yes answers it. Without a terminal and without --yes it
-refuses (confirmation_required).`,
+refuses (confirmation_required).
+
+A plan pushed to a registry (nlx plan --push) is applied by its REF: its
+config inputs come with it, and the signed approvals attached to it are
+used. --approvals DIR (repeatable) adds signed approvals from files
+(nlx approve --sign --out DIR). Each is checked against the applied state.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.target = "."
@@ -60,7 +67,8 @@ refuses (confirmation_required).`,
 	}
 	cmd.Flags().StringVar(&opts.configDir, "config", "", "config `DIR` a plan file is checked against (default: the directory it was planned from)")
 	cmd.Flags().BoolVarP(&opts.yes, "yes", "y", false, "apply a directory's plan without asking (never approves a risk)")
-	cmd.Flags().StringVar(&opts.actor, "actor", "", "who applies (default $NLX_ACTOR, else $USER)")
+	cmd.Flags().StringVar(&opts.actor, "actor", "", "who applies, as recorded (default $NLX_ACTOR, else the OS user)")
+	cmd.Flags().StringArrayVar(&opts.approvals, "approvals", nil, "use the signed approvals in `DIR` (nlx approve --sign --out DIR; repeatable)")
 	// Smaller batches give crash tests a journal step between more changes.
 	cmd.Flags().IntVar(&opts.batchSize, "batch-size", reconcile.DefaultBatchSize, "state-only changes per transaction")
 	_ = cmd.Flags().MarkHidden("batch-size")
@@ -68,6 +76,26 @@ refuses (confirmation_required).`,
 }
 
 func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
+	var signed []reconcile.SignedApproval
+	for _, dir := range opts.approvals {
+		s, err := dirApprovals(dir)
+		if err != nil {
+			return err
+		}
+		signed = append(signed, s...)
+	}
+	if isRegistryRef(opts.target) {
+		pp, err := pullPlan(ctx, opts.target)
+		if err != nil {
+			return err
+		}
+		attached, err := attachedApprovals(ctx, pp.Ref)
+		if err != nil {
+			return err
+		}
+		_, err = applyPulled(ctx, a, pp, append(signed, attached...), opts.actor)
+		return err
+	}
 	info, err := os.Stat(opts.target)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -83,7 +111,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	)
 	if info.IsDir() {
 		var cfg *schema.Config
-		if p, cfg, err = makePlan(ctx, a, opts.target, actorName(opts.actor)); err != nil {
+		if p, cfg, err = makePlan(ctx, a, planRequest{dir: opts.target, actor: opts.actor}); err != nil {
 			return err
 		}
 		if _, err := plan.Encode(p); err != nil {
@@ -119,17 +147,37 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		return err
 	}
 	defer db.Close()
+	_, err = applyPlan(ctx, a, db, p, applyTarget{configDir: configDir, planFile: planFile, load: load, actor: opts.actor, batchSize: opts.batchSize, signed: signed})
+	return err
+}
+
+// applyTarget is what applyPlan carries a plan out with.
+type applyTarget struct {
+	configDir, planFile, actor string
+	load                       func(ctx context.Context) (*schema.Config, error)
+	batchSize                  int
+	signed                     []reconcile.SignedApproval
+	quiet                      bool // print nothing (nlx follow reports itself)
+}
+
+// applyPlan applies p to db and prints the ledger.
+func applyPlan(ctx context.Context, a *app, db *state.DB, p *plan.Plan, t applyTarget) (*reconcile.Ledger, error) {
+	configDir, planFile, load := t.configDir, t.planFile, t.load
 	effects := &host.Effects{WorkspaceRoot: host.DefaultWorkspaceRoot(db.Path()),
 		CredentialRoot: host.DefaultCredentialRoot(db.Path()),
 		SkillRoot:      host.DefaultSkillRoot(db.Path()), ConfigDir: configDir, Owner: host.ProviderUser}
 	defer effects.Close()
 	store, err := a.imageStore()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	c, _ := callerOf("")
 	ledger, err := reconcile.Apply(ctx, db, p, reconcile.ApplyOptions{ConfigDir: configDir, Config: load,
-		Actor: actorName(opts.actor), Effects: effects, BatchSize: opts.batchSize, PlanFile: planFile,
-		Images: &images.Checker{Store: store}, Imports: applyImports(p)})
+		Actor: actorFor(t.actor, nil, c), Effects: effects, BatchSize: t.batchSize, PlanFile: planFile,
+		Images: &images.Checker{Store: store}, Imports: applyImports(p), Signed: t.signed})
+	if t.quiet {
+		return ledger, err
+	}
 	if ledger != nil && ledger.TookOverLock != nil {
 		fmt.Fprintf(a.io.Err, "Took over the state lock from %s: that process is gone.\n", ledger.TookOverLock)
 	}
@@ -142,7 +190,32 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 	if ledger != nil && (err == nil || ledger.SerialAfter != ledger.SerialBefore) {
 		printLedger(a, ledger, err)
 	}
-	return err
+	return ledger, err
+}
+
+// applyPulled applies a plan read from a registry: its config inputs are
+// unpacked into a fresh directory beside the state, the plan re-derived
+// from exactly them.
+func applyPulled(ctx context.Context, a *app, pp *pulledPlan, signed []reconcile.SignedApproval, actor string, quiet ...bool) (*reconcile.Ledger, error) {
+	db, err := a.openState(ctx, pp.Plan.State.Lineage != "")
+	if errors.Is(err, state.ErrNoState) {
+		return nil, reason.New(reason.LineageMismatch, "the plan was made against state lineage %s, but there is no state at %s", pp.Plan.State.Lineage, mustState(a))
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	dir, err := os.MkdirTemp(filepath.Dir(db.Path()), "plan-config-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfgDir := filepath.Join(dir, "config")
+	if err := unpackConfig(pp.Config, pp.Plan, cfgDir); err != nil {
+		return nil, err
+	}
+	return applyPlan(ctx, a, db, pp.Plan, applyTarget{configDir: cfgDir, planFile: pp.Ref, actor: actor, signed: signed,
+		load: func(ctx context.Context) (*schema.Config, error) { return loadConfig(ctx, cfgDir) }, quiet: len(quiet) > 0 && quiet[0]})
 }
 
 func mustState(a *app) string {

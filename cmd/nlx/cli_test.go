@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	osuser "os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -104,6 +105,7 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+providersBin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("EXAMPLES", examples)
+			env.Setenv("KEYS", filepath.Join(filepath.Dir(examples), "internal", "testkeys"))
 			env.Setenv("NLX_ACTOR", "ci")
 			// Scripts copy the example out of the module, as an operator
 			// starting a config repository would, and plan it there: no Go
@@ -140,6 +142,7 @@ func TestScripts(t *testing.T) {
 			"status":         cmdStatus,
 			"cpdir":          cmdCpdir,
 			"replace":        cmdReplace,
+			"identities":     cmdIdentities,
 			"waitlock":       cmdWaitlock,
 			"waitlaunch":     cmdWaitlaunch,
 			"gencue":         cmdGencue,
@@ -191,6 +194,60 @@ func cmdCpdir(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: cpdir SRC DST")
 	}
 	ts.Check(testgen.CopyTree(ts.MkAbs(args[0]), ts.MkAbs(args[1])))
+}
+
+// identities DIR [ACTOR[=unix:USER] ...] writes DIR/zz_identities.cue, in
+// the package of DIR's config, giving each actor (default alice, bob,
+// carol and dave) its test key from internal/testkeys, or, with
+// =unix:USER, that OS user (=unix:$self is the user running the tests):
+// the tests prove actors by real keys (--key $KEYS/NAME) and real users.
+func cmdIdentities(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: identities DIR [ACTOR[=unix:USER] ...]")
+	}
+	dir := ts.MkAbs(args[0])
+	pkg := ""
+	entries, err := os.ReadDir(dir)
+	ts.Check(err)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".cue") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		ts.Check(err)
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "package "); ok && pkg == "" {
+				pkg = strings.TrimSpace(rest)
+			}
+		}
+	}
+	actors := args[1:]
+	if len(actors) == 0 {
+		actors = []string{"alice", "bob", "carol", "dave"}
+	}
+	keys := ts.Getenv("KEYS")
+	var b strings.Builder
+	if pkg != "" {
+		fmt.Fprintf(&b, "package %s\n\n", pkg)
+	}
+	b.WriteString("host: actors: {\n")
+	for _, a := range actors {
+		name, how, _ := strings.Cut(a, "=")
+		if user, ok := strings.CutPrefix(how, "unix:"); ok {
+			if user == "$self" {
+				u, err := osuser.Current()
+				ts.Check(err)
+				user = u.Username
+			}
+			fmt.Fprintf(&b, "\t%s: unix: %q\n", name, user)
+			continue
+		}
+		pub, err := os.ReadFile(filepath.Join(keys, name+".pub"))
+		ts.Check(err)
+		fmt.Fprintf(&b, "\t%s: keys: [%q]\n", name, strings.TrimSpace(string(pub)))
+	}
+	b.WriteString("}\n")
+	ts.Check(os.WriteFile(filepath.Join(dir, "zz_identities.cue"), []byte(b.String()), 0o644))
 }
 
 // replace FILE OLD NEW replaces the first OLD in FILE, which must hold it.

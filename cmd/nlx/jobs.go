@@ -165,7 +165,7 @@ func claimTable(w io.Writer, claims []state.ClaimRow) error {
 }
 
 func newRunCmd(a *app) *cobra.Command {
-	var actor, connection, backend string
+	var actor, connection, backend, key string
 	var wait, permissionWait, idleTimeout, timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "run JOB --actor A [--connection C]",
@@ -189,8 +189,12 @@ one cannot.`,
 				}
 				base := turn.Request{PermissionWait: permissionWait, IdleTimeout: idleTimeout, Timeout: timeout,
 					HostEnv: os.Environ(), Backend: isolate.Backend(backend)}
-				fmt.Fprintf(a.io.Err, "nlx run: claiming an occurrence of job %s for %s\n", args[0], actorName(actor))
-				claim, out, err := serve.RunNow(ctx, db, r, serve.Manual{Job: args[0], Actor: actorName(actor), Connection: connection, Wait: wait}, base)
+				actor, err := actingActor(ctx, db, actor, key)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.io.Err, "nlx run: claiming an occurrence of job %s for %s\n", args[0], actor)
+				claim, out, err := serve.RunNow(ctx, db, r, serve.Manual{Job: args[0], Actor: actor, Connection: connection, Wait: wait}, base)
 				if err != nil {
 					return err
 				}
@@ -204,7 +208,8 @@ one cannot.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&actor, "actor", "", "who runs it (default $NLX_ACTOR, else $USER)")
+	f.StringVar(&actor, "actor", "", "who runs it, proven by the OS user or --key (default $NLX_ACTOR, else the actor the OS user proves)")
+	keyFlag(cmd, &key)
 	f.StringVar(&connection, "connection", "", "a connection of the job's workspace to run on (default the job's)")
 	f.DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for another turn of the conversation to end")
 	f.DurationVar(&permissionWait, "permission-wait", 0, "how long a permission request waits for a decision (0: denied at once)")
@@ -215,7 +220,7 @@ one cannot.`,
 }
 
 func newResolveClaimCmd(a *app) *cobra.Command {
-	var outcome, actor, why string
+	var outcome, actor, why, key string
 	cmd := &cobra.Command{
 		Use:   "claim ID --outcome succeeded|failed|not-run --actor NAME --reason TEXT",
 		Short: "Record what happened to a job occurrence whose outcome is unknown",
@@ -250,6 +255,9 @@ the job's workspace in the applied state.`,
 				if err != nil {
 					return err
 				}
+				if _, err := proveActor(ctx, db, actor, key); err != nil {
+					return err
+				}
 				if !auth.Operators[actor] && !auth.Admins[c.Workspace][actor] {
 					return reason.New(reason.ApproverNotAdmin, "%s is neither a host operator nor an admin of workspace %s in the applied state", actor, c.Workspace)
 				}
@@ -264,6 +272,7 @@ the job's workspace in the applied state.`,
 	cmd.Flags().StringVar(&outcome, "outcome", "", "succeeded, failed or not-run (required)")
 	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
 	cmd.Flags().StringVar(&why, "reason", "", "how you know (required)")
+	keyFlag(cmd, &key)
 	for _, f := range []string{"outcome", "actor", "reason"} {
 		_ = cmd.MarkFlagRequired(f)
 	}

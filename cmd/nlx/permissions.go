@@ -52,7 +52,7 @@ an admin of a team workspace.`,
 }
 
 func newDecideCmd(a *app, allow bool) *cobra.Command {
-	var actor, why string
+	var actor, why, key string
 	verb := "deny"
 	if allow {
 		verb = "allow"
@@ -66,11 +66,17 @@ func newDecideCmd(a *app, allow bool) *cobra.Command {
 			if !allow && why == "" {
 				return reason.New(reason.InvalidUsage, "deny needs --reason: the provider is told why")
 			}
-			return a.withState(ctx, func(db *state.DB) error { return decide(ctx, a, db, args[0], actor, allow, why) })
+			return a.withState(ctx, func(db *state.DB) error {
+				if _, err := proveActor(ctx, db, actor, key); err != nil {
+					return err
+				}
+				return decide(ctx, a, db, args[0], actor, allow, why)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&actor, "actor", "", "who decides (required)")
 	cmd.Flags().StringVar(&why, "reason", "", "why (required to deny; the provider sees it)")
+	keyFlag(cmd, &key)
 	_ = cmd.MarkFlagRequired("actor")
 	return cmd
 }

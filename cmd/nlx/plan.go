@@ -20,6 +20,9 @@ type planOptions struct {
 	out          string
 	detailedExit bool
 	actor        string
+	key          string
+	stateFrom    string
+	push         string
 }
 
 func newPlanCmd(a *app) *cobra.Command {
@@ -42,14 +45,24 @@ the exact config bytes and the state serial it was made from.`,
 	}
 	cmd.Flags().StringVar(&opts.out, "out", "", "write the plan file to `FILE`")
 	cmd.Flags().BoolVar(&opts.detailedExit, "detailed-exitcode", false, "exit 2 when there are changes, 3 when some need approval or are refused (0 none, 1 error)")
-	cmd.Flags().StringVar(&opts.actor, "actor", "", "who makes the plan, for the two-person rule (default $NLX_ACTOR, else $USER)")
+	cmd.Flags().StringVar(&opts.actor, "actor", "", "who makes the plan, for the two-person rule (default $NLX_ACTOR, else the actor the OS user proves, else the OS user)")
+	cmd.Flags().StringVar(&opts.stateFrom, "state-from", "", "plan against a published state: a registry `REF` (nlx state publish) or a file (nlx state export --out), instead of the local state")
+	cmd.Flags().StringVar(&opts.push, "push", "", "push the plan, with its config inputs, to registry `REF`, for nlx approve --sign --push and nlx follow")
+	keyFlag(cmd, &opts.key)
 	return cmd
 }
 
 func planRun(ctx context.Context, a *app, opts *planOptions) error {
-	p, _, err := makePlan(ctx, a, opts.dir, actorName(opts.actor))
+	p, _, err := makePlan(ctx, a, planRequest{dir: opts.dir, actor: opts.actor, key: opts.key, stateFrom: opts.stateFrom})
 	if err != nil {
 		return err
+	}
+	pushed := ""
+	if opts.push != "" {
+		if pushed, err = pushPlan(ctx, p, opts.dir, opts.push); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.io.Err, "Pushed the plan to %s\n", pushed)
 	}
 	if a.view.Format() == formatText {
 		// The text view does not show plan_hash: print it while the plan
@@ -62,7 +75,7 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 			}
 			written <- plan.WriteFile(opts.out, p)
 		}()
-		rerr := a.renderPlan(p, opts.out)
+		rerr := a.renderPlan(p, opts.out, pushed)
 		if err := <-written; err != nil {
 			return err
 		}
@@ -77,7 +90,7 @@ func planRun(ctx context.Context, a *app, opts *planOptions) error {
 		} else if _, err := plan.Encode(p); err != nil { // fills plan_hash for the views
 			return err
 		}
-		if err := a.renderPlan(p, opts.out); err != nil {
+		if err := a.renderPlan(p, opts.out, pushed); err != nil {
 			return err
 		}
 	}
@@ -122,10 +135,10 @@ func planHint(w io.Writer, p *plan.Plan, file string) {
 }
 
 // planDocument is plan p in every view; planFile is where it was saved.
-func (a *app) planDocument(p *plan.Plan, planFile string) document {
+func (a *app) planDocument(p *plan.Plan, planFile, pushed string) document {
 	in := func(f plan.Format, color bool) func(io.Writer) error {
 		return func(w io.Writer) error {
-			return plan.View{Format: f, Color: color, PlanFile: planFile}.Render(w, p)
+			return plan.View{Format: f, Color: color, PlanFile: planFile, Pushed: pushed}.Render(w, p)
 		}
 	}
 	return document{
@@ -136,8 +149,8 @@ func (a *app) planDocument(p *plan.Plan, planFile string) document {
 }
 
 // renderPlan prints p in the command's view.
-func (a *app) renderPlan(p *plan.Plan, planFile string) error {
-	if err := a.view.Render(a.planDocument(p, planFile)); err != nil {
+func (a *app) renderPlan(p *plan.Plan, planFile, pushed string) error {
+	if err := a.view.Render(a.planDocument(p, planFile, pushed)); err != nil {
 		return fmt.Errorf("print plan: %w", err)
 	}
 	return nil
@@ -146,13 +159,19 @@ func (a *app) renderPlan(p *plan.Plan, planFile string) error {
 // makePlan loads the config in dir and diffs it against the state, read
 // only; it returns the config too, which apply DIR derives the plan from
 // again under the lock. The state is read while CUE evaluates.
-func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, *schema.Config, error) {
+func makePlan(ctx context.Context, a *app, req planRequest) (*plan.Plan, *schema.Config, error) {
+	dir := req.dir
 	type snapshot struct {
 		snap *reconcile.Snapshot
 		err  error
 	}
 	done := make(chan snapshot, 1)
 	go func() {
+		if req.stateFrom != "" {
+			snap, err := loadSnapshot(ctx, req.stateFrom)
+			done <- snapshot{snap, err}
+			return
+		}
 		snap, err := a.planSnapshot(ctx)
 		done <- snapshot{snap, err}
 	}()
@@ -174,8 +193,39 @@ func makePlan(ctx context.Context, a *app, dir, actor string) (*plan.Plan, *sche
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, Images: pins, Imports: imports})
+	actor, proof, err := planActor(st.snap, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := reconcile.Plan(reconcile.PlanInput{Config: cfg, Snapshot: st.snap, ConfigDir: dir, NlxVersion: nlxVersion(), Actor: actor, ActorProof: proof, Images: pins, Imports: imports})
 	return p, cfg, err
+}
+
+// planRequest is what a plan is made from: the config directory, the
+// actor who makes it (and the key that proves them), and the state: the
+// local one, or a published one (--state-from).
+type planRequest struct {
+	dir, actor, key, stateFrom string
+}
+
+// planActor names who makes the plan and, when the caller proves it in the
+// state planned against, how. An unproven author is still recorded: under
+// the two-person rule it only keeps that name from approving the plan.
+func planActor(snap *reconcile.Snapshot, req planRequest) (string, string, error) {
+	auth, err := reconcile.NewAuthority(snap.Resources)
+	if err != nil {
+		return "", "", err
+	}
+	c, err := callerOf(req.key)
+	if err != nil {
+		return "", "", err
+	}
+	actor := actorFor(req.actor, auth, c)
+	proof, err := auth.Prove(actor, c)
+	if err != nil && req.key != "" {
+		return "", "", err // a key given to prove the author must prove them
+	}
+	return actor, proof, nil
 }
 
 // resolveImages pins every image a workspace uses: built ones are built

@@ -8,7 +8,7 @@ import (
 )
 
 func newResolveCmd(a *app) *cobra.Command {
-	var outcome, actor, reason string
+	var outcome, actor, reason, key string
 	cmd := &cobra.Command{
 		Use:   "resolve ADDRESS --outcome applied|not-applied --actor NAME --reason TEXT",
 		Short: "Record what happened to an effect whose outcome is unknown",
@@ -19,12 +19,18 @@ that resource carries unknown_claim until someone who knows resolves it.
 --outcome applied records in the state what was dispatched, as if the apply
 had committed it; not-applied records that nothing happened, so the next
 plan does it again. Resolve never carries anything out. The actor must be a
-host operator or an admin of the resource's workspace in the applied state.`,
+host operator or an admin of the resource's workspace in the applied state,
+and prove it: the calling OS user is the actor's, or --key is one of the
+actor's keys (host.actors); else actor_unproven.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			return a.withState(ctx, func(db *state.DB) error {
-				n, serial, err := reconcile.Resolve(ctx, db, args[0], outcome, actor, reason)
+				caller, err := callerOf(key)
+				if err != nil {
+					return err
+				}
+				n, serial, err := reconcile.Resolve(ctx, db, args[0], outcome, actor, reason, caller)
 				if err != nil {
 					return err
 				}
@@ -37,6 +43,7 @@ host operator or an admin of the resource's workspace in the applied state.`,
 	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")
 	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
 	cmd.Flags().StringVar(&reason, "reason", "", "how you know (required)")
+	keyFlag(cmd, &key)
 	for _, f := range []string{"outcome", "actor", "reason"} {
 		_ = cmd.MarkFlagRequired(f)
 	}

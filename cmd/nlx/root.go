@@ -98,6 +98,8 @@ a permission), 4 state locked.`,
 		newTurnCmd(a),
 		newTurnsCmd(a),
 		newPermissionsCmd(a),
+		newPromoteCmd(a),
+		newFollowCmd(a),
 		newPreserveCmd(a),
 		newServeCmd(a),
 		newJobsCmd(a),
@@ -197,16 +199,3 @@ func (a *app) color() bool {
 	return a.io.OutTerminal && !a.noColor && os.Getenv("NO_COLOR") == ""
 }
 
-// actor is who runs the command: --actor, else $NLX_ACTOR, else the OS user.
-func actorName(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	if v := os.Getenv("NLX_ACTOR"); v != "" {
-		return v
-	}
-	if v := os.Getenv("USER"); v != "" {
-		return v
-	}
-	return "unknown"
-}

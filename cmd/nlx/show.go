@@ -24,7 +24,7 @@ func newShowCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := a.renderPlan(p, args[0]); err != nil {
+			if err := a.renderPlan(p, args[0], ""); err != nil {
 				return err
 			}
 			if why := a.staleness(cmd.Context(), p); why != "" {

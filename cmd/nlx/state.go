@@ -9,6 +9,6 @@ func newStateCmd(a *app) *cobra.Command {
 		Use:   "state",
 		Short: "Inspect and repair the state",
 	}
-	cmd.AddCommand(newStateListCmd(a), newStateShowCmd(a), newStateUnlockCmd(a), newStateJournalCmd(a), newStateHistoryCmd(a), newStateUpgradeCmd(a))
+	cmd.AddCommand(newStateListCmd(a), newStateShowCmd(a), newStateUnlockCmd(a), newStateJournalCmd(a), newStateHistoryCmd(a), newStateUpgradeCmd(a), newStateExportCmd(a), newStatePublishCmd(a))
 	return cmd
 }

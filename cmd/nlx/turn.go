@@ -23,6 +23,7 @@ type turnOptions struct {
 	workspace      string
 	connection     string
 	actor          string
+	key            string
 	conversation   string
 	resume         bool
 	fallback       string
@@ -80,7 +81,8 @@ stale, never as the result.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.workspace, "workspace", "", "workspace (required)")
 	f.StringVar(&opts.connection, "connection", "", "connection of that workspace (required)")
-	f.StringVar(&opts.actor, "actor", "", "who runs the turn (default $NLX_ACTOR, else $USER)")
+	f.StringVar(&opts.actor, "actor", "", "who runs the turn, proven by the OS user or --key (default $NLX_ACTOR, else the actor the OS user proves)")
+	keyFlag(cmd, &opts.key)
 	f.StringVar(&opts.conversation, "conversation", turn.DefaultConversation, "the conversation of the workspace and connection the turn belongs to")
 	f.BoolVar(&opts.resume, "resume", false, "continue the conversation's session")
 	f.StringVar(&opts.fallback, "fallback-connection", "", "a connection of the same workspace to run on when the connection's provider is disabled")
@@ -112,9 +114,13 @@ func turnRun(ctx context.Context, a *app, opts *turnOptions, args []string) erro
 	if err != nil {
 		return err
 	}
+	actor, err := actingActor(ctx, db, opts.actor, opts.key)
+	if err != nil {
+		return err
+	}
 	interactive := a.io.InTerminal && a.io.ErrTerminal && prompt != ""
 	req := turn.Request{
-		Workspace: opts.workspace, Connection: opts.connection, Actor: actorName(opts.actor),
+		Workspace: opts.workspace, Connection: opts.connection, Actor: actor,
 		Conversation: opts.conversation, Resume: opts.resume, Fallback: opts.fallback, Prompt: prompt,
 		PermissionWait: opts.permissionWait, IdleTimeout: opts.idleTimeout, Timeout: opts.timeout,
 		Revalidate: opts.revalidate, HostEnv: os.Environ(), Backend: isolate.Backend(opts.backend),

@@ -81,6 +81,9 @@ const (
 	versionJob          = 1 // nlx jobs show
 	versionRun          = 1 // nlx run
 	versionResolveClaim = 1 // nlx resolve claim
+	versionStatePublish = 1 // nlx state publish
+	versionPromote      = 1 // nlx promote
+	versionFollow       = 1 // nlx follow: one look
 )
 
 // document is one command's result, in every format it has. Exactly one of
