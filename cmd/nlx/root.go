@@ -198,4 +198,3 @@ func (a *app) imageStore() (*images.Store, error) {
 func (a *app) color() bool {
 	return a.io.OutTerminal && !a.noColor && os.Getenv("NO_COLOR") == ""
 }
-
