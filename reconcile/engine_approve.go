@@ -202,6 +202,15 @@ func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why s
 	if !ok || schema.Kind(kind).Rank() < 0 {
 		return 0, 0, reason.New(reason.InvalidUsage, "address %q: want kind.name", address)
 	}
+	// Who asks is proven first: an unproven caller learns nothing of the
+	// state's unknowns.
+	auth, err := store.Authority(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	if _, err := auth.Prove(actor, caller); err != nil {
+		return 0, 0, err
+	}
 	lock, err := store.Lock(ctx, "resolve")
 	if err != nil {
 		return 0, 0, err
@@ -223,15 +232,11 @@ func Resolve(ctx context.Context, store Resolver, address, outcome, actor, why s
 	if u == nil {
 		return 0, 0, reason.New(reason.NothingToResolve, "%s has no unknown outcome to resolve", address)
 	}
-	auth, err := store.Authority(ctx)
-	if err != nil {
+	if auth, err = store.Authority(ctx); err != nil { // under the lock now
 		return 0, 0, err
 	}
 	spec, err := store.Spec(ctx, address)
 	if err != nil {
-		return 0, 0, err
-	}
-	if _, err := auth.Prove(actor, caller); err != nil {
 		return 0, 0, err
 	}
 	c := &plan.Change{Address: address, Kind: schema.Kind(kind), Name: name, Action: u.Action, Before: spec}

@@ -40,10 +40,15 @@ func (f *fixture) planBy(actor string) *plan.Plan {
 
 func (f *fixture) approve(p *plan.Plan, actor string, changes ...string) error {
 	_, err := reconcile.Approve(context.Background(), f.store, p, reconcile.ApproveOptions{
-		Actor: actor, Reason: "reviewed", Changes: changes, Expires: time.Hour,
+		Actor: actor, Reason: "reviewed", Changes: changes, Expires: time.Hour, Caller: osUser(actor),
 	})
 	return err
 }
+
+// osUser is a caller running as the OS user the example maps actor to
+// (examples/pi-team/host.cue: alice, bob and carol are their own users);
+// the CLI tests prove actors with real users and keys.
+func osUser(actor string) reconcile.Caller { return reconcile.Caller{UID: 1000, User: actor} }
 
 func refusal(err error) reason.Code {
 	var r *reason.Error
@@ -88,7 +93,7 @@ func TestApprovalRules(t *testing.T) {
 		{name: "nobody approved", edit: riskyEdits, plannedBy: "ci",
 			apply: reason.ApprovalMissing, msg: "no approval recorded"},
 		{name: "wrong actor: not a member at all", edit: riskyEdits, plannedBy: "ci",
-			approve: []step{{"mallory", nil, reason.ApproverNotAdmin}},
+			approve: []step{{"mallory", nil, reason.ActorUnproven}},
 			apply:   reason.ApprovalMissing},
 		{name: "non-admin: a member of another workspace", edit: riskyEdits, plannedBy: "ci",
 			approve: []step{{"bob", []string{"workspace.alice"}, reason.ApproverNotAdmin}},

@@ -57,7 +57,11 @@ func TestExamplesLoad(t *testing.T) {
 		t.Fatalf("no examples: %v", err)
 	}
 	for _, dir := range append(dirs, "testdata/base") {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
+		name := filepath.Base(dir)
+		if fi, err := os.Stat(filepath.Join(dir, "config")); err == nil && fi.IsDir() {
+			dir = filepath.Join(dir, "config") // a config repository: examples/gitops
+		}
+		t.Run(name, func(t *testing.T) {
 			cfg, err := loadBoth(t, dir)
 			if err != nil {
 				t.Fatalf("example does not load:\n%v", err)

@@ -45,7 +45,7 @@ const (
 )
 
 // snapshotLimit bounds a published state read back (a 14,000-resource
-// fleet's is about 10 MiB).
+// fleet's is about 5.5 MiB).
 const snapshotLimit = 256 << 20
 
 // publishState pushes the state's snapshot to ref.

@@ -247,15 +247,15 @@ the job's workspace in the applied state.`,
 				if strings.TrimSpace(why) == "" {
 					return reason.New(reason.InvalidUsage, "--reason is required: say how you know")
 				}
+				if _, err := proveActor(ctx, db, actor, key); err != nil {
+					return err
+				}
 				c, err := db.ClaimByID(ctx, args[0])
 				if err != nil {
 					return err
 				}
 				auth, err := db.Authority(ctx)
 				if err != nil {
-					return err
-				}
-				if _, err := proveActor(ctx, db, actor, key); err != nil {
 					return err
 				}
 				if !auth.Operators[actor] && !auth.Admins[c.Workspace][actor] {
