@@ -25,7 +25,7 @@ func main() {
 	rounds := flag.Int("rounds", 7, "rounds per measurement (the median is reported)")
 	workspaces := flag.Int("workspaces", 2000, "workspaces in the generated fleet (each with 1 connection and 5 jobs)")
 	keep := flag.Bool("keep", false, "keep the work directory")
-	only := flag.String("only", "", "run only this part: reconcile, images, isolate, turn, egress, serve or preserve")
+	only := flag.String("only", "", "run only this part: reconcile, images, isolate, turn, egress, serve, preserve or gitops")
 	flag.Parse()
 	if err := run(context.Background(), *rounds, *workspaces, *keep, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -92,6 +92,8 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 		return serveBench(ctx, work, nlx)
 	case "preserve":
 		return preserveBench(ctx, work, nlx, rounds)
+	case "gitops":
+		return gitopsBench(ctx, work, nlx, rounds, workspaces)
 	}
 	if err := goBenchmarks(ctx); err != nil {
 		return err
@@ -162,6 +164,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 	}
 	if only == "reconcile" {
 		return nil
+	}
+	if err := gitopsBench(ctx, work, nlx, rounds, workspaces); err != nil {
+		return err
 	}
 	if err := isolateBench(ctx, work, nlx); err != nil {
 		return err
