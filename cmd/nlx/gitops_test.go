@@ -477,3 +477,52 @@ func TestFollowSurvivesOutage(t *testing.T) {
 		t.Fatalf("follow's reports:\n%s", lines)
 	}
 }
+
+// TestServePublishesAndFollows: nlx serve --publish keeps the published
+// state current and --follow applies what is promoted, in the scheduler's
+// process.
+func TestServePublishesAndFollows(t *testing.T) {
+	g := newGitops(t)
+	g.nlx(g.host, 0, "apply", "config", "--yes")
+	cmd := exec.Command(filepath.Join(binDir, "nlx"), "serve", "--publish", g.repo+"/state:latest", "--follow", g.repo+"/plan:main", "--follow-interval", "100ms")
+	cmd.Dir = g.dir
+	cmd.Env = append(os.Environ(), g.host...)
+	logFile := filepath.Join(t.TempDir(), "serve.log")
+	f, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				log, _ := os.ReadFile(logFile)
+				t.Fatalf("%s never happened; serve said:\n%s", what, log)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	published := func(serial string) func() bool {
+		return func() bool {
+			log, _ := os.ReadFile(logFile)
+			return strings.Contains(string(log), "published state serial "+serial)
+		}
+	}
+	waitFor("the first publish", published("1"))
+	g.edit(`cpu: 1`, `cpu: 2`)
+	g.nlx(g.ci, 0, "plan", "config", "--state-from", g.repo+"/state:latest", "--actor", "bob", "--push", g.repo+"/plan:pr-9")
+	g.nlx(g.ci, 0, "promote", g.repo+"/plan:pr-9", g.repo+"/plan:main")
+	waitFor("the follow's apply and the publish after it", published("2"))
+	// CI's next plan is made from serial 2 and changes nothing.
+	out := g.nlx(g.ci, 0, "plan", "config", "--state-from", g.repo+"/state:latest", "-o", "json")
+	if !strings.Contains(out, `"serial":2`) || !strings.Contains(out, `"add":0,"change":0,"destroy":0`) {
+		t.Fatalf("the plan after the follow:\n%s", out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,9 @@ type serveOptions struct {
 	timeout        time.Duration
 	revalidate     time.Duration
 	backend        string
+	publish        string
+	follow         string
+	followEvery    time.Duration
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -71,6 +75,9 @@ READY once it serves. Progress goes to stderr, one line per event.`,
 	f.DurationVar(&opts.timeout, "timeout", 0, "interrupt a turn after this long (0: never)")
 	f.DurationVar(&opts.revalidate, "revalidate-every", turn.DefaultRevalidate, "how often a running turn's binding is checked against the applied state")
 	f.StringVar(&opts.backend, "backend", "", "bwrap or runc (default: bwrap where it works, else runc)")
+	f.StringVar(&opts.publish, "publish", "", "publish the state to registry `REF` at start and whenever its content changes (nlx state publish)")
+	f.StringVar(&opts.follow, "follow", "", "follow registry `REF` as nlx follow does: apply the plans published there once approved")
+	f.DurationVar(&opts.followEvery, "follow-interval", 30*time.Second, "how often --follow and --publish look")
 	return cmd
 }
 
@@ -106,9 +113,52 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		Release: r.Pool.Close,
 		Changed: r.Pool.Invalidate,
 	}}
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	if opts.follow != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = followLoop(gctx, a, opts.follow, opts.followEvery, a.io.Err)
+		}()
+	}
+	if opts.publish != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			publishLoop(gctx, db, opts.publish, opts.followEvery, logf)
+		}()
+	}
 	err = s.Serve(ctx)
+	stop()
+	wg.Wait()
 	sdNotify("STOPPING=1")
 	return err
+}
+
+// publishLoop publishes the state to ref at start and whenever its content
+// hash changes (an apply, an outcome that became unknown, a resolution),
+// looking every interval; a failed push is logged and retried.
+func publishLoop(ctx context.Context, db *state.DB, ref string, interval time.Duration, logf func(string, ...any)) {
+	published := ""
+	for {
+		if snap, err := db.Snapshot(ctx); err == nil {
+			if basis, err := snap.Basis(); err == nil && basis != published {
+				if _, _, b, err := publishState(ctx, db, ref); err != nil {
+					logf("publish the state to %s: %v (retried in %s)", ref, err, interval)
+				} else {
+					published = b
+					logf("published state serial %d (basis %s) to %s", snap.Serial, b, ref)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
 }
 
 // sdNotify tells systemd (Type=notify) how serve is: a datagram to
