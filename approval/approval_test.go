@@ -15,6 +15,7 @@ import (
 
 	"github.com/hiddeco/sshsig"
 	"github.com/nlx-dev/nlx/approval"
+	"github.com/nlx-dev/nlx/internal/testtool"
 	"github.com/nlx-dev/nlx/plan"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -33,21 +34,9 @@ func statement() approval.Statement {
 	}
 }
 
-// need returns the path of an OpenSSH program, or skips the test (fails it
-// under CI=true). openssh-client is not among testtool's packages, so this
-// is testtool.Need's logic for it alone.
-func need(t testing.TB, tool string) string {
-	t.Helper()
-	path, err := exec.LookPath(tool)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is not installed under CI=true (Debian package openssh-client): %v", tool, err)
-	}
-	t.Skipf("%s is not installed (Debian package openssh-client)", tool)
-	return ""
-}
+// need returns the path of an OpenSSH program, or skips the test (fails
+// it under CI=true, where .ci/run installs openssh-client).
+func need(t testing.TB, tool string) string { return testtool.Need(t, tool) }
 
 // run runs an OpenSSH program and returns its combined output.
 func run(t testing.TB, stdin []byte, name string, args ...string) ([]byte, error) {

@@ -203,7 +203,7 @@ func (g *gitops) approveCommands() []string {
 		g.t.Fatal(err)
 	}
 	var out []string
-	for _, m := range regexp.MustCompile(`nlx approve [^\n` + "`" + `]*--sign[^\n` + "`" + `]*`).FindAllString(string(data), -1) {
+	for _, m := range regexp.MustCompile(`nlx approve [^\n`+"`"+`]*--sign[^\n`+"`"+`]*`).FindAllString(string(data), -1) {
 		out = append(out, m)
 	}
 	return out

@@ -42,9 +42,7 @@ func TestActorsByOSUser(t *testing.T) {
 		}
 		t.Skip("creating OS users needs root")
 	}
-	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("useradd is not installed")
-	}
+	testtool.Need(t, "useradd")
 	alice, mallory := osUser(t, "nlxa"), osUser(t, "nlxm")
 	top := t.TempDir()
 	for d := top; d != "/"; d = filepath.Dir(d) {

@@ -29,6 +29,9 @@ var Packages = map[string]string{
 	"bwrap":               "bubblewrap",
 	"runc":                "runc",
 	"scmp_sys_resolver":   "seccomp",
+	"ssh-keygen":          "openssh-client",
+	"ssh-agent":           "openssh-client",
+	"useradd":             "passwd",
 }
 
 // InCI reports whether the tests run under CI (CI=true), where every tool
