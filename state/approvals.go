@@ -81,7 +81,7 @@ func recordSigned(ctx context.Context, tx *sql.Tx, used []reconcile.Approval) ([
 // the plan with that hash, or 0, 0 when none completed.
 func (db *DB) AppliedPlan(ctx context.Context, planHash string) (int64, int64, error) {
 	var id, serial int64
-	err := db.rdb.QueryRowContext(ctx, `SELECT id, serial_after FROM applies WHERE plan_hash = ? AND status = 'completed' ORDER BY id DESC LIMIT 1`, planHash).Scan(&id, &serial)
+	err := db.rdb.QueryRowContext(ctx, `SELECT id, serial_after FROM applies WHERE plan_hash = ? AND status = ? ORDER BY id DESC LIMIT 1`, planHash, ApplyCompleted).Scan(&id, &serial)
 	if err == sql.ErrNoRows {
 		return 0, 0, nil
 	}

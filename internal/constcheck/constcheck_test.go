@@ -43,6 +43,8 @@ var allowed = map[[2]string]string{
 	{"internal/reason/codes.go", "not_applied"}:        "reason.NotApplied, the launch refusal, not the resolve outcome",
 	{"internal/reason/codes.go", "held"}:               "reason.Held, the launch refusal, not the resource status",
 	{"cmd/nlx/identity.go", "unknown"}:                 "the actor name when nothing names one",
+	{"cmd/nlx/follow.go", "applied"}:                   "main.FollowApplied, what one look of nlx follow did, not a resolve outcome",
+	{"cmd/nlx/follow.go", "refused"}:                   "main.FollowRefused, what one look of nlx follow found, not an egress decision",
 	{"cmd/nlx/state_list.go", "running"}:               "the state lock holder's liveness, shown to people",
 	{"images/golayer.go", "missing"}:                   "a layer cache key's tag for an absent input file, not a credential home's state",
 	{"internal/openclawfix/openclawfix.go", "unknown"}: "the record kind of the fixture generator's counts (preserve.KindUnknown)",
