@@ -80,6 +80,9 @@ func TestRenderGolden(t *testing.T) {
 		{"text", View{Format: FormatText}},
 		{"json", View{Format: FormatJSON}},
 		{"markdown", View{Format: FormatMarkdown}},
+		// Pushed to a registry (nlx plan --push), for reviewers with no
+		// shell on the host: the approve commands are signed ones.
+		{"pushed.markdown", View{Format: FormatMarkdown, Pushed: "registry.example/team/pi/plan@sha256:" + strings.Repeat("ab", 32)}},
 	}
 	for _, pl := range plans {
 		for _, f := range formats {
