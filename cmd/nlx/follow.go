@@ -149,7 +149,7 @@ or changes nothing; otherwise the code's exit status.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if once {
-				r := followOnce(ctx, a, args[0])
+				r := followOnce(ctx, a, args[0], nil)
 				if err := a.printFollow(r); err != nil {
 					return err
 				}
@@ -209,8 +209,9 @@ func followLoop(ctx context.Context, a *app, ref string, interval time.Duration,
 		return reason.New(reason.InvalidUsage, "--interval must be positive")
 	}
 	last := ""
+	memo := &followMemo{}
 	for {
-		r := followOnce(ctx, a, ref)
+		r := followOnce(ctx, a, ref, memo)
 		if key := string(r.Status) + r.Plan + string(r.Code) + r.Reason; key != last {
 			last = key
 			if err := a.printFollow(r); err != nil {
@@ -225,8 +226,18 @@ func followLoop(ctx context.Context, a *app, ref string, interval time.Duration,
 	}
 }
 
-// followOnce looks at ref once and applies what it finds when it may.
-func followOnce(ctx context.Context, a *app, ref string) followReport {
+// followMemo keeps the verdict of the last look that could not apply for
+// a reason only new evidence changes (approvals missing or refused): the
+// next look with the same plan, state serial and approvals reports it
+// again instead of loading the config and re-deriving the plan again.
+type followMemo struct {
+	key    string
+	report followReport
+}
+
+// followOnce looks at ref once and applies what it finds when it may;
+// memo, when not nil, spares re-trying what cannot have changed.
+func followOnce(ctx context.Context, a *app, ref string, memo *followMemo) followReport {
 	r := followReport{At: time.Now().UTC().Format(time.RFC3339), Ref: ref}
 	fail := func(s FollowStatus, err error) followReport {
 		r.Status, r.Code, r.Reason = s, reason.CodeOf(err), err.Error()
@@ -248,15 +259,21 @@ func followOnce(ctx context.Context, a *app, ref string) followReport {
 		return fail(FollowUnreachable, err)
 	}
 	r.Plan, r.PlanHash = pp.Ref, pp.Plan.PlanHash
-	var serial int64
-	var applied int64
+	var serial, applied int64
+	var basis string
 	err = a.readState(ctx, func(db *state.DB) error {
 		_, s, err := db.Meta(ctx)
 		serial = s
 		if err != nil {
 			return err
 		}
-		applied, _, err = db.AppliedPlan(ctx, pp.Plan.PlanHash)
+		if applied, _, err = db.AppliedPlan(ctx, pp.Plan.PlanHash); err != nil || memo == nil {
+			return err
+		}
+		snap, err := db.Snapshot(ctx)
+		if err == nil {
+			basis, err = snap.Basis()
+		}
 		return err
 	})
 	if err != nil && !isNoState(err) {
@@ -282,6 +299,15 @@ func followOnce(ctx context.Context, a *app, ref string) followReport {
 		}
 		return fail(FollowUnreachable, err)
 	}
+	key := fmt.Sprintf("%s %d %s", pp.Ref, serial, basis)
+	for _, s := range signed {
+		key += " " + s.Signature
+	}
+	if memo != nil && memo.key == key {
+		again := memo.report
+		again.At = r.At
+		return again
+	}
 	ledger, err := applyPulled(ctx, a, pp, signed, "", true)
 	if ledger != nil {
 		r.Serial = ledger.SerialNow
@@ -291,9 +317,14 @@ func followOnce(ctx context.Context, a *app, ref string) followReport {
 		r.Status = FollowApplied
 		r.Reason = fmt.Sprintf("%d change(s) applied with %d approval(s)", len(ledger.Entries), len(ledger.Approvals))
 	case reason.CodeOf(err) == reason.ApprovalMissing:
-		return fail(FollowAwaiting, err)
+		r = fail(FollowAwaiting, err)
 	default:
-		return fail(FollowRefused, err)
+		r = fail(FollowRefused, err)
+	}
+	// Only a refusal about the approvals is kept: a locked state or a
+	// failed read is tried again.
+	if memo != nil && r.Code != "" && reason.ExitOf(r.Code) == reason.ExitApproval {
+		memo.key, memo.report = key, r
 	}
 	return r
 }

@@ -239,7 +239,7 @@ func TestGitopsWorkflow(t *testing.T) {
 	}
 
 	// The pull request: a permission widening in the team workspace.
-	g.edit(`policy: "read_only"`, `policy: "workspace_write"`)
+	g.edit(`policy:    "read_only"`, `policy:    "workspace_write"`)
 	event := map[string]string{"github.event.pull_request.number": "7", "github.event.pull_request.user.login": "bob", "github.token": "none"}
 	g.runJob("plan", event)
 	cmds := g.approveCommands()
@@ -287,7 +287,7 @@ func TestGitopsWorkflow(t *testing.T) {
 func TestGitopsRefusals(t *testing.T) {
 	g := newGitops(t)
 	g.bootstrap()
-	g.edit(`policy: "read_only"`, `policy: "workspace_write"`)
+	g.edit(`policy:    "read_only"`, `policy:    "workspace_write"`)
 	pushed := func(tag string, extra ...string) (string, *plan.Plan) {
 		out := g.nlx(g.ci, 0, append([]string{"plan", "config", "--state-from", g.repo + "/state:latest", "--actor", "bob",
 			"--out", "plan-" + tag + ".json", "--push", g.repo + "/plan:" + tag}, extra...)...)
@@ -516,12 +516,22 @@ func TestServePublishesAndFollows(t *testing.T) {
 		}
 	}
 	waitFor("the first publish", published("1"))
-	g.edit(`cpu: 1`, `cpu: 2`)
-	g.nlx(g.ci, 0, "plan", "config", "--state-from", g.repo+"/state:latest", "--actor", "bob", "--push", g.repo+"/plan:pr-9")
+	g.edit(`policy:    "read_only"`, `policy:    "workspace_write"`)
+	out := g.nlx(g.ci, 0, "plan", "config", "--state-from", g.repo+"/state:latest", "--actor", "bob", "--push", g.repo+"/plan:pr-9")
+	ref := regexp.MustCompile(`Pushed the plan to (\S+)`).FindStringSubmatch(out)
 	g.nlx(g.ci, 0, "promote", g.repo+"/plan:pr-9", g.repo+"/plan:main")
+	logged := func(s string) func() bool {
+		return func() bool { log, _ := os.ReadFile(logFile); return strings.Contains(string(log), s) }
+	}
+	waitFor("the follow's report of missing approvals", logged(": awaiting_approvals (approval_missing)"))
+	// The approval arrives while serve follows: the next look applies.
+	g.nlx(g.ci, 0, "approve", ref[1], "--sign", "--key", filepath.Join(g.keys, "carol"), "--push", "--actor", "carol", "--reason", "ok")
 	waitFor("the follow's apply and the publish after it", published("2"))
+	if log, _ := os.ReadFile(logFile); strings.Count(string(log), ": applied, state serial 2") != 1 {
+		t.Fatalf("serve applied the plan other than once:\n%s", log)
+	}
 	// CI's next plan is made from serial 2 and changes nothing.
-	out := g.nlx(g.ci, 0, "plan", "config", "--state-from", g.repo+"/state:latest", "-o", "json")
+	out = g.nlx(g.ci, 0, "plan", "config", "--state-from", g.repo+"/state:latest", "-o", "json")
 	if !strings.Contains(out, `"serial":2`) || !strings.Contains(out, `"add":0,"change":0,"destroy":0`) {
 		t.Fatalf("the plan after the follow:\n%s", out)
 	}
