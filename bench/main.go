@@ -196,6 +196,10 @@ func gatedApply(ctx context.Context, work, nlx string, rounds int) (float64, str
 	if err := base.Write(cfg); err != nil {
 		return 0, "", err
 	}
+	// ops approves as the OS user running the bench.
+	if err := writeIdentities(cfg, "fleet", "ops"); err != nil {
+		return 0, "", err
+	}
 	seed := filepath.Join(dir, "seed.db")
 	run := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, nlx, args...)
@@ -221,6 +225,9 @@ func gatedApply(ctx context.Context, work, nlx string, rounds int) (float64, str
 	} {
 		d := filepath.Join(dir, name)
 		if err := f.Write(d); err != nil {
+			return 0, "", err
+		}
+		if err := writeIdentities(d, "fleet", "ops"); err != nil {
 			return 0, "", err
 		}
 		st := filepath.Join(dir, name+".db")

@@ -96,6 +96,9 @@ jobs: once: {workspace: "w", connection: "c-codex", schedule: at: "2030-01-01T00
 	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(config), 0o644); err != nil {
 		return err
 	}
+	if err := writeIdentities(cfg, "bench", "bench"); err != nil {
+		return err
+	}
 	env := serveEnv(d)
 	if err := applyCfg(ctx, nlx, cfg, env); err != nil {
 		return err
@@ -145,6 +148,9 @@ func manyDue(ctx context.Context, dir, nlx string, model *fakemodel.Server) erro
 	write := func(at time.Time) error {
 		host.At = at
 		return os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(host.Config()), 0o644)
+	}
+	if err := writeIdentities(cfg, "scale", host.Actor); err != nil {
+		return err
 	}
 	env := serveEnv(d)
 	// Applied first far ahead, so that the version probe and the caches

@@ -56,6 +56,9 @@ func turnBench(ctx context.Context, work, nlx string) error {
 	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(config), 0o644); err != nil {
 		return err
 	}
+	if err := writeIdentities(cfg, "bench", "bench"); err != nil {
+		return err
+	}
 	env := append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "NLX_STATE="+filepath.Join(dir, "state.db"),
 		"NLX_WORKSPACE_ROOT="+filepath.Join(dir, "workspaces"), "NLX_CREDENTIAL_ROOT="+filepath.Join(dir, "credentials"),
 		"NLX_ACTOR=bench", "NLX_PROVIDER_USER=61234:61234", "BENCH_KEY=sk-bench-0000000000000000")

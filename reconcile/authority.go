@@ -158,11 +158,16 @@ func (c Caller) String() string {
 
 // KeyActor returns the actor whose identity has the key of that
 // fingerprint, or "".
-func (a *Authority) KeyActor(fingerprint string) string { return a.keys[fingerprint] }
+func (a *Authority) KeyActor(fingerprint string) string {
+	if a == nil || fingerprint == "" {
+		return ""
+	}
+	return a.keys[fingerprint]
+}
 
 // UnixActor returns the actor the OS user proves, or "".
 func (a *Authority) UnixActor(user string) string {
-	if user == "" {
+	if a == nil || user == "" {
 		return ""
 	}
 	for actor, id := range a.Identities {

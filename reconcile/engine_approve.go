@@ -77,6 +77,16 @@ func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts Approv
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	// Who asks is proven first: an unproven caller learns nothing of the
+	// state, not even whether the plan is stale.
+	auth, err := store.Authority(ctx)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := auth.Prove(opts.Actor, opts.Caller)
+	if err != nil {
+		return nil, err
+	}
 	chosen, err := chooseChanges(p, opts.Changes)
 	if err != nil {
 		return nil, err
@@ -96,12 +106,7 @@ func Approve(ctx context.Context, store ApprovalStore, p *plan.Plan, opts Approv
 	case serial != p.State.Serial:
 		return nil, reason.New(reason.StalePlan, "the plan was made at state serial %d, but the state is at serial %d; approve a new plan", p.State.Serial, serial)
 	}
-	auth, err := store.Authority(ctx)
-	if err != nil {
-		return nil, err
-	}
-	proof, err := auth.Prove(opts.Actor, opts.Caller)
-	if err != nil {
+	if auth, err = store.Authority(ctx); err != nil { // the roles, under the lock
 		return nil, err
 	}
 	now := opts.Now()

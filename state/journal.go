@@ -437,7 +437,7 @@ type ApplyRecord struct {
 	Failed       int         `json:"failed"`
 	Unknown      int         `json:"unknown"`
 	Error        string      `json:"error,omitempty"`
-	Approvals    []string    `json:"approvals"` // "address risk by actor: reason"
+	Approvals    []string    `json:"approvals"` // "address risk by actor (proof): reason"
 }
 
 // History lists every apply, oldest first.
@@ -468,16 +468,19 @@ func (db *DB) History(ctx context.Context) ([]ApplyRecord, error) {
 		for i := range out {
 			byID[out[i].ID] = &out[i]
 		}
-		arows, err := tx.QueryContext(ctx, `SELECT consumed_by, address, risk, actor, reason FROM approvals WHERE consumed_by IS NOT NULL ORDER BY id`)
+		arows, err := tx.QueryContext(ctx, `SELECT consumed_by, address, risk, actor, reason, proof FROM approvals WHERE consumed_by IS NOT NULL ORDER BY id`)
 		if err != nil {
 			return fmt.Errorf("read approvals: %w", err)
 		}
 		defer arows.Close()
 		for arows.Next() {
 			var id int64
-			var address, risk, actor, reason string
-			if err := arows.Scan(&id, &address, &risk, &actor, &reason); err != nil {
+			var address, risk, actor, reason, proof string
+			if err := arows.Scan(&id, &address, &risk, &actor, &reason, &proof); err != nil {
 				return err
+			}
+			if proof != "" {
+				actor += " (" + proof + ")" // how the approver was proven
 			}
 			if r := byID[id]; r != nil {
 				r.Approvals = append(r.Approvals, fmt.Sprintf("%s %s by %s: %s", address, risk, actor, reason))

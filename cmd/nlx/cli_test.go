@@ -199,33 +199,41 @@ func cmdCpdir(ts *testscript.TestScript, neg bool, args []string) {
 // identities DIR [ACTOR[=unix:USER] ...] writes DIR/zz_identities.cue, in
 // the package of DIR's config, giving each actor (default alice, bob,
 // carol and dave) its test key from internal/testkeys, or, with
-// =unix:USER, that OS user (=unix:$self is the user running the tests):
-// the tests prove actors by real keys (--key $KEYS/NAME) and real users.
+// =unix:USER, that OS user; 'ACTOR=unix:$self' (quoted, so that testscript
+// leaves $self alone) is the user running the tests. The tests prove
+// actors by real keys (--key $KEYS/NAME) and real users.
 func cmdIdentities(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 1 {
 		ts.Fatalf("usage: identities DIR [ACTOR[=unix:USER] ...]")
 	}
-	dir := ts.MkAbs(args[0])
+	ts.Check(writeIdentities(ts.MkAbs(args[0]), ts.Getenv("KEYS"), args[1:]...))
+}
+
+// writeIdentities writes dir/zz_identities.cue, as the identities command
+// does, with the test keys in keys (internal/testkeys).
+func writeIdentities(dir, keys string, actors ...string) error {
 	pkg := ""
 	entries, err := os.ReadDir(dir)
-	ts.Check(err)
+	if err != nil {
+		return err
+	}
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".cue") {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		ts.Check(err)
+		if err != nil {
+			return err
+		}
 		for _, line := range strings.Split(string(data), "\n") {
 			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "package "); ok && pkg == "" {
 				pkg = strings.TrimSpace(rest)
 			}
 		}
 	}
-	actors := args[1:]
 	if len(actors) == 0 {
 		actors = []string{"alice", "bob", "carol", "dave"}
 	}
-	keys := ts.Getenv("KEYS")
 	var b strings.Builder
 	if pkg != "" {
 		fmt.Fprintf(&b, "package %s\n\n", pkg)
@@ -236,19 +244,29 @@ func cmdIdentities(ts *testscript.TestScript, neg bool, args []string) {
 		if user, ok := strings.CutPrefix(how, "unix:"); ok {
 			if user == "$self" {
 				u, err := osuser.Current()
-				ts.Check(err)
+				if err != nil {
+					return err
+				}
 				user = u.Username
 			}
 			fmt.Fprintf(&b, "\t%s: unix: %q\n", name, user)
 			continue
 		}
 		pub, err := os.ReadFile(filepath.Join(keys, name+".pub"))
-		ts.Check(err)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(&b, "\t%s: keys: [%q]\n", name, strings.TrimSpace(string(pub)))
 	}
 	b.WriteString("}\n")
-	ts.Check(os.WriteFile(filepath.Join(dir, "zz_identities.cue"), []byte(b.String()), 0o644))
+	return os.WriteFile(filepath.Join(dir, "zz_identities.cue"), []byte(b.String()), 0o644)
 }
+
+// testKeys is internal/testkeys, the test actors' keys: --key
+// testKey(NAME) proves NAME on a host given writeIdentities.
+var testKeys, _ = filepath.Abs("../../internal/testkeys")
+
+func testKey(name string) string { return filepath.Join(testKeys, name) }
 
 // replace FILE OLD NEW replaces the first OLD in FILE, which must hold it.
 // OLD and NEW may use \n and \t.

@@ -31,6 +31,10 @@ func newHost(t *testing.T) *testHost {
 	if err := testgen.CopyTree("../../examples/pi-team", filepath.Join(dir, "cfg")); err != nil {
 		t.Fatal(err)
 	}
+	// The actors prove who they are with the test keys (--key).
+	if err := writeIdentities(filepath.Join(dir, "cfg"), testKeys); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 
@@ -282,7 +286,7 @@ func (h *testHost) checkAfterCrash(point string) {
 			if h.effectDone(a) {
 				outcome = "applied"
 			}
-			h.must(0, "resolve", a, "--outcome", outcome, "--actor", "alice", "--reason", "checked the host")
+			h.must(0, "resolve", a, "--outcome", outcome, "--actor", "alice", "--key", testKey("alice"), "--reason", "checked the host")
 		}
 		h.must(0, "plan", "cfg", "--out", "again.json")
 	}

@@ -68,22 +68,21 @@ func proveActor(ctx context.Context, st authority, actor, keyPath string) (strin
 }
 
 // actorFor names the actor a command runs for when --actor is not given:
-// $NLX_ACTOR, else the actor the caller proves (by --key, else by its OS
-// user), else the OS user's name. The name alone proves nothing.
+// the actor of the key given (--key), else $NLX_ACTOR, else the actor the
+// caller's OS user proves, else the OS user's name. The name alone proves
+// nothing.
 func actorFor(flag string, auth *reconcile.Authority, c reconcile.Caller) string {
 	if flag != "" {
 		return flag
 	}
+	if a := auth.KeyActor(c.Key); a != "" {
+		return a
+	}
 	if v := os.Getenv("NLX_ACTOR"); v != "" {
 		return v
 	}
-	if auth != nil {
-		if a := auth.KeyActor(c.Key); c.Key != "" && a != "" {
-			return a
-		}
-		if a := auth.UnixActor(c.User); a != "" {
-			return a
-		}
+	if a := auth.UnixActor(c.User); a != "" {
+		return a
 	}
 	if c.User != "" {
 		return c.User

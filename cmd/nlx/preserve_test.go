@@ -136,6 +136,9 @@ func importHost(t *testing.T) (*testHost, *openclawfix.Truth) {
 	if err := os.WriteFile(filepath.Join(dir, "cfg", "host.cue"), []byte(base), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := writeIdentities(filepath.Join(dir, "cfg"), testKeys, "alice", "bob", "carol"); err != nil {
+		t.Fatal(err)
+	}
 	h.must(0, "apply", "cfg", "--yes")
 	if err := os.WriteFile(filepath.Join(dir, "cfg", "host.cue"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -250,7 +253,7 @@ func TestReleaseRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.must(0, "plan", "cfg", "--out", "release.json")
-	h.must(0, "approve", "release.json", "--actor", "alice", "--reason", "reviewed")
+	h.must(0, "approve", "release.json", "--actor", "alice", "--key", testKey("alice"), "--reason", "reviewed")
 	h.must(0, "apply", "release.json")
 	ctx := context.Background()
 	db, err := state.Open(ctx, h.state, state.Options{ReadOnly: true})
