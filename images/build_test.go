@@ -88,13 +88,12 @@ func TestReproducible(t *testing.T) {
 		}
 		filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Chtimes(p, env.mtime, env.mtime) })
 		t.Setenv("TZ", env.tz)
+		// t.Chdir puts the working directory back even when the build
+		// fails the test, so that the package's later tests find theirs.
 		old := syscall.Umask(env.umask)
-		wd, _ := os.Getwd()
-		if err := os.Chdir(filepath.Dir(dir)); err != nil {
-			t.Fatal(err)
-		}
+		t.Cleanup(func() { syscall.Umask(old) })
+		t.Chdir(filepath.Dir(dir))
 		res := buildExample(t, "cfg", filepath.Join(t.TempDir(), "cache"))
-		os.Chdir(wd)
 		syscall.Umask(old)
 		digests = append(digests, res.Digest.String())
 	}
