@@ -70,6 +70,10 @@ func buildExample(t *testing.T, dir, cache string) *Result {
 // different directories, with fresh layer caches, different TZ, umask,
 // working directory and file mtimes: the index digests are equal.
 func TestReproducible(t *testing.T) {
+	example, err := filepath.Abs("../examples/pi-team") // before the test changes directory
+	if err != nil {
+		t.Fatal(err)
+	}
 	if testing.Short() {
 		t.Skip("cross-compiles nlx twice")
 	}
@@ -83,7 +87,7 @@ func TestReproducible(t *testing.T) {
 		{"Pacific/Auckland", 0o077, time.Date(2031, 6, 7, 8, 9, 10, 0, time.UTC)},
 	} {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("checkout-%d", i), "cfg")
-		if err := testgen.CopyTree("../examples/pi-team", dir); err != nil {
+		if err := testgen.CopyTree(example, dir); err != nil {
 			t.Fatal(err)
 		}
 		filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Chtimes(p, env.mtime, env.mtime) })
