@@ -32,6 +32,8 @@ var Packages = map[string]string{
 	"ssh-keygen":          "openssh-client",
 	"ssh-agent":           "openssh-client",
 	"useradd":             "passwd",
+	"qemu-system-x86_64":  "qemu-system-x86",
+	"qemu-system-aarch64": "qemu-system-arm",
 }
 
 // InCI reports whether the tests run under CI (CI=true), where every tool
