@@ -185,6 +185,21 @@ func (g *Guest) addLib(t testing.TB, lib string) {
 	}
 }
 
+// Userland is the sysroot make vm unpacked for arch's guest (busybox,
+// bubblewrap and their libraries, from Debian's packages of that
+// architecture).
+func Userland(t testing.TB, arch Arch) string {
+	t.Helper()
+	root := filepath.Join(Dir(t), string(arch), "root")
+	if _, err := os.Stat(filepath.Join(root, "usr", "bin", "bwrap")); err != nil {
+		if testtool.InCI() {
+			t.Fatalf("the %s guest's userland is missing under CI=true (make vm): %v", arch, err)
+		}
+		t.Skipf("the %s guest's userland is missing (make vm): %v", arch, err)
+	}
+	return root
+}
+
 // AddTree adds every directory, file and symlink under root (a sysroot
 // unpacked from Debian packages) at the same paths.
 func (g *Guest) AddTree(t testing.TB, root string) {

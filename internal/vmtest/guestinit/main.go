@@ -71,9 +71,12 @@ func run() int {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME=/root", "TMPDIR=/tmp", "LANG=C"}
+	// The kernel hands init the name=value parameters it does not know:
+	// the test's environment (vmtest.Guest.Env). Its own HOME and TERM
+	// are replaced.
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "NLXVM_") || strings.HasPrefix(kv, "CI=") {
-			cmd.Env = append(cmd.Env, kv) // passed as name=value on the kernel command line
+		if name, _, _ := strings.Cut(kv, "="); name != "HOME" && name != "TERM" && name != "PATH" {
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
 	if err := cmd.Start(); err != nil {
