@@ -34,6 +34,9 @@ func TestIsolateOnCgroupV2(t *testing.T) {
 	if r.Code != 0 || skipped(r.Console, "TestCgroupLifecycle/v1") {
 		t.Fatalf("isolate tests in the v2 guest: exit %d\n%s", r.Code, r.Console)
 	}
+	requirePassed(t, r.Console, "TestMemoryBalloon/bwrap/shell", "TestMemoryBalloon/runc/grandchild", "TestForkBomb/bwrap/shell",
+		"TestForkBomb/runc/shell", "TestLimitsApplied/bwrap", "TestLimitsApplied/runc", "TestCgroupBeforeExec/direct/bwrap",
+		"TestCgroupBeforeExec/direct/runc", "TestCgroupLifecycle/unified", "TestRequireControllers", "TestDoctor")
 }
 
 // skipped reports a skipped test in a guest's verbose output, but for the
@@ -50,4 +53,15 @@ func skipped(console string, allowed ...string) bool {
 		}
 	}
 	return false
+}
+
+// requirePassed fails t unless the guest's verbose output says each test
+// passed: a pattern that matched nothing would pass silently otherwise.
+func requirePassed(t *testing.T, console string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if !strings.Contains(console, "--- PASS: "+n+" ") {
+			t.Errorf("%s did not pass in the guest", n)
+		}
+	}
 }
