@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin
 
-.PHONY: all build arm64 test check fuzz bench clean providers
+.PHONY: all build arm64 test check fuzz bench clean providers vm
 
 all: build
 
@@ -26,6 +26,14 @@ providers:
 	mkdir -p .providers
 	cp provider/npm/package.json provider/npm/package-lock.json .providers/
 	cd .providers && npm ci --no-audit --no-fund --loglevel=error
+
+# What the VM tests boot (internal/vmtest): Debian's cloud kernels for amd64
+# and arm64, pinned by exact package version and taken out of their
+# packages without installing them, and the arm64 guest's busybox and
+# bubblewrap from Debian's arm64 packages (a private apt state: the host's
+# dpkg never hears of arm64), into the git-ignored .vm/.
+vm:
+	sh internal/vmtest/fetch.sh .vm
 
 # Every test, with the race detector; fuzz targets run their seed corpora.
 test:
@@ -53,4 +61,4 @@ bench:
 	$(GO) run ./bench
 
 clean:
-	rm -rf $(BIN) .bench .providers
+	rm -rf $(BIN) .bench .providers .vm
