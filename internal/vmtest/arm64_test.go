@@ -93,7 +93,7 @@ func TestArm64(t *testing.T) {
 			t.Errorf("%s: ok %v (%s)", c, ok, detail)
 		}
 	}
-	r = g.Run(t, 10*time.Minute, "/isolate.test", "-test.v", "-test.count=1",
+	r = g.Run(t, 4*time.Minute, "/isolate.test", "-test.v", "-test.count=1",
 		"-test.run", "^(TestMemoryBalloon|TestForkBomb|TestLimitsApplied)$/^bwrap$")
 	t.Logf("arm64 guest ran isolate's tests in %s", r.Took)
 	if r.Code != 0 || skipped(r.Console) {

@@ -28,7 +28,7 @@ type doctorReport struct {
 func doctor(t *testing.T, g *vmtest.Guest) (doctorReport, vmtest.Result) {
 	t.Helper()
 	g.Env["NLX_PROVIDER_USER"] = "61234:61234" // no useradd in the guest
-	r := g.Run(t, 5*time.Minute, "/bin/sh", "-c", "/nlx doctor -o json > /tmp/doctor.json; code=$?; echo; echo DOCTOR-BEGIN; cat /tmp/doctor.json; echo DOCTOR-END; exit $code")
+	r := g.Run(t, 2*time.Minute, "/bin/sh", "-c", "/nlx doctor -o json > /tmp/doctor.json; code=$?; echo; echo DOCTOR-BEGIN; cat /tmp/doctor.json; echo DOCTOR-END; exit $code")
 	_, rest, ok := strings.Cut(r.Console, "DOCTOR-BEGIN\n")
 	body, _, ok2 := strings.Cut(rest, "DOCTOR-END")
 	var d doctorReport

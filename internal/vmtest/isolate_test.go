@@ -28,7 +28,7 @@ func isolateGuest(t *testing.T) *vmtest.Guest {
 // its cgroup before it runs, the cgroup emptied and removed at stop.
 func TestIsolateOnCgroupV2(t *testing.T) {
 	g := isolateGuest(t)
-	r := g.Run(t, 10*time.Minute, "/isolate.test", "-test.v", "-test.count=1",
+	r := g.Run(t, 3*time.Minute, "/isolate.test", "-test.v", "-test.count=1",
 		"-test.run", "^(TestMemoryBalloon|TestForkBomb|TestLimitsApplied|TestCgroupBeforeExec|TestCgroupLifecycle|TestRequireControllers|TestDoctor)$")
 	t.Logf("guest ran in %s", r.Took)
 	if r.Code != 0 || skipped(r.Console, "TestCgroupLifecycle/v1") {

@@ -15,7 +15,7 @@ func TestBoot(t *testing.T) {
 	for _, arch := range []vmtest.Arch{vmtest.AMD64, vmtest.ARM64} {
 		t.Run(string(arch), func(t *testing.T) {
 			g := vmtest.NewGuest(t, arch)
-			r := g.Run(t, 2*time.Minute, "/bin/sh", "-c", "uname -m; cat /sys/fs/cgroup/cgroup.subtree_control; ls /sys/fs/cgroup/memory.stat >/dev/null && echo v2-root; exit 3")
+			r := g.Run(t, time.Minute, "/bin/sh", "-c", "uname -m; cat /sys/fs/cgroup/cgroup.subtree_control; ls /sys/fs/cgroup/memory.stat >/dev/null && echo v2-root; exit 3")
 			if r.Code != 3 {
 				t.Fatalf("exit %d, want 3:\n%s", r.Code, r.Console)
 			}

@@ -37,6 +37,7 @@ func fail(format string, args ...any) int {
 }
 
 func run() int {
+	fmt.Println("NLXVM-INIT") // vmtest tells a hang of the boot from one of the command by it
 	if os.Getpid() != 1 {
 		return fail("not pid 1")
 	}
