@@ -516,10 +516,7 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 	if err != nil {
 		return nil, err
 	}
-	mine, err := checkSigned(p, auth, recorded, signed, now)
-	if err != nil {
-		return nil, err
-	}
+	mine, problems, others := checkSigned(p, auth, recorded, signed, now)
 	type key struct {
 		address string
 		risk    plan.RiskCode
@@ -545,13 +542,40 @@ func checkApprovals(ctx context.Context, store Store, p *plan.Plan, now time.Tim
 		}
 	}
 	if len(missing) > 0 {
-		note := ""
-		if n := len(signed) - len(mine); n > 0 {
-			note = fmt.Sprintf("\n  (%d signed approval(s) of other plans were ignored)", n)
+		// The refusal's code is the most telling thing wrong with the
+		// signed approvals a reviewer made for this plan, else that
+		// approvals are missing.
+		code := reason.ApprovalMissing
+		var lines []string
+		for _, pr := range problems {
+			if code == reason.ApprovalMissing || signedRank[pr.code] < signedRank[code] {
+				code = pr.code
+			}
+			lines = append(lines, fmt.Sprintf("  %s: %s", pr.code, pr.why))
 		}
-		return nil, reason.New(reason.ApprovalMissing, "%d risk(s) lack a valid approval; nothing was applied:\n%s%s", len(missing), strings.Join(missing, "\n"), note)
+		note := ""
+		if len(lines) > 0 {
+			note = "\n  signed approvals of this plan that do not count:\n" + strings.Join(lines, "\n")
+		}
+		if others > 0 {
+			note += fmt.Sprintf("\n  (%d signed approval(s) of other plans were ignored)", others)
+		}
+		return nil, reason.New(code, "%d risk(s) lack a valid approval; nothing was applied:\n%s%s", len(missing), strings.Join(missing, "\n"), note)
 	}
 	return use, nil
+}
+
+// signedRank orders what can be wrong with a signed approval, most telling
+// first: a key that is not the actor's says more than an expiry.
+var signedRank = map[reason.Code]int{
+	reason.ApprovalKeyUnknown: 0, reason.ApprovalReplayed: 1, reason.ApproverNotAdmin: 2,
+	reason.TwoPersonRule: 3, reason.ApprovalExpired: 4, reason.ApprovalMismatch: 5,
+}
+
+// signedProblem is why one signed approval of this plan does not count.
+type signedProblem struct {
+	code reason.Code
+	why  string
 }
 
 // SignedApproval is a signed approval whose signature the caller verified:
@@ -563,11 +587,12 @@ type SignedApproval struct {
 	Key string
 }
 
-// checkSigned checks the signed approvals of p against the applied state
-// and returns them as approvals to pick from. One that is for p but does
-// not hold refuses the apply with its own code: a reviewer meant it for
-// this plan, and an apply that quietly went without it would hide why.
-func checkSigned(p *plan.Plan, auth *Authority, recorded []Approval, signed []SignedApproval, now time.Time) ([]Approval, error) {
+// checkSigned checks the signed approvals of p against the applied state.
+// It returns those that count, as approvals to pick from; why each other
+// one of p does not count (a risk that still has a valid approval is
+// applied: an expired first round beside a fresh signature is no reason to
+// refuse); and how many are of other plans, ignored.
+func checkSigned(p *plan.Plan, auth *Authority, recorded []Approval, signed []SignedApproval, now time.Time) ([]Approval, []signedProblem, int) {
 	used := map[string]int64{}
 	for _, a := range recorded {
 		if a.Signature != "" {
@@ -579,11 +604,17 @@ func checkSigned(p *plan.Plan, auth *Authority, recorded []Approval, signed []Si
 		changes[p.Changes[i].Address] = &p.Changes[i]
 	}
 	var out []Approval
+	var problems []signedProblem
+	others := 0
 	for _, s := range signed {
 		if s.PlanHash != p.PlanHash {
+			others++
 			continue
 		}
 		what := fmt.Sprintf("the signed approval of %s %s by %s (%s)", s.Address, s.Risk, s.Actor, s.Source)
+		bad := func(code reason.Code, format string, args ...any) {
+			problems = append(problems, signedProblem{code, what + " " + fmt.Sprintf(format, args...)})
+		}
 		c := changes[s.Address]
 		hasRisk := false
 		if c != nil {
@@ -592,33 +623,37 @@ func checkSigned(p *plan.Plan, auth *Authority, recorded []Approval, signed []Si
 			}
 		}
 		if owner := auth.KeyActor(s.Key); owner != s.Actor {
-			why := "no actor's"
+			who := "no actor's"
 			if owner != "" {
-				why = owner + "'s"
+				who = owner + "'s"
 			}
-			return nil, reason.New(reason.ApprovalKeyUnknown, "%s is signed by key %s, which is %s in the applied state, not %s's; nothing was applied", what, s.Key, why, s.Actor)
+			bad(reason.ApprovalKeyUnknown, "is signed by key %s, which is %s in the applied state, not %s's", s.Key, who, s.Actor)
+			continue
 		}
 		if apply, ok := used[s.Signature]; ok {
-			return nil, reason.New(reason.ApprovalReplayed, "%s was used by apply %d; nothing was applied", what, apply)
+			bad(reason.ApprovalReplayed, "was used by apply %d", apply)
+			continue
 		}
 		if c == nil {
-			return nil, reason.New(reason.ApprovalMismatch, "%s names a change the plan does not make; nothing was applied", what)
+			bad(reason.ApprovalMismatch, "names a change the plan does not make")
+			continue
 		}
 		switch ok, why := auth.MayApprove(s.Actor, c); {
 		case !hasRisk:
-			return nil, reason.New(reason.ApprovalMismatch, "%s names a risk change %s does not carry; nothing was applied", what, s.Address)
+			bad(reason.ApprovalMismatch, "names a risk change %s does not carry", s.Address)
 		case !now.Before(s.ExpiresAt):
-			return nil, reason.New(reason.ApprovalExpired, "%s expired at %s; nothing was applied", what, s.ExpiresAt.UTC().Format(time.RFC3339))
+			bad(reason.ApprovalExpired, "expired at %s", s.ExpiresAt.UTC().Format(time.RFC3339))
 		case !ok:
-			return nil, reason.New(reason.ApproverNotAdmin, "%s: %s; nothing was applied", what, why)
+			bad(reason.ApproverNotAdmin, "does not hold: %s", why)
 		case auth.TwoPersonRule && s.Actor == p.Actor:
-			return nil, reason.New(reason.TwoPersonRule, "%s: %s made the plan and the host's two-person rule is on; nothing was applied", what, s.Actor)
+			bad(reason.TwoPersonRule, "is by %s, who made the plan, and the host's two-person rule is on", s.Actor)
+		default:
+			a := s.Approval
+			a.ID, a.Consumed, a.Proof = 0, false, "key:"+s.Key
+			out = append(out, a)
 		}
-		a := s.Approval
-		a.ID, a.Consumed, a.Proof = 0, false, "key:"+s.Key
-		out = append(out, a)
 	}
-	return out, nil
+	return out, problems, others
 }
 
 // pickApproval returns a valid approval of risk on c among those recorded

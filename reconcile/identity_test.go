@@ -123,7 +123,7 @@ func signed(t *testing.T, p *plan.Plan, address string, risk plan.RiskCode, acto
 	_, fp := testKey(t, key)
 	return reconcile.SignedApproval{Key: fp, Approval: reconcile.Approval{PlanHash: p.PlanHash, Address: address, Risk: risk,
 		Actor: actor, Reason: "signed", CreatedAt: time.Now(), ExpiresAt: expires,
-		Signature: fmt.Sprintf("sha256:%s-%s-%s-%s", p.PlanHash[7:19], address, risk, key), Source: "test"}}
+		Signature: fmt.Sprintf("sha256:%s-%s-%s-%s-%d", p.PlanHash[7:19], address, risk, key, expires.Unix()), Source: "test"}}
 }
 
 func TestSignedApprovals(t *testing.T) {
@@ -159,6 +159,17 @@ func TestSignedApprovals(t *testing.T) {
 		{name: "a risk the change does not carry", plannedBy: "ci", want: reason.ApprovalMismatch, msg: "names a risk change workspace.alice does not carry",
 			signed: func(t *testing.T, p *plan.Plan) []reconcile.SignedApproval {
 				return []reconcile.SignedApproval{signed(t, p, "workspace.alice", plan.RiskDestructive, "alice", "alice", later)}
+			}},
+		// A first round that expired beside a fresh one: the fresh one
+		// counts, the plan applies.
+		{name: "an expired round beside a fresh one", plannedBy: "ci",
+			signed: func(t *testing.T, p *plan.Plan) []reconcile.SignedApproval {
+				return append(both("alice", "alice", time.Now().Add(-time.Minute))(t, p), both("alice", "alice", later)(t, p)...)
+			}},
+		// Without a valid one, the most telling problem is the code.
+		{name: "expired and of an unknown key", plannedBy: "ci", want: reason.ApprovalKeyUnknown, msg: "approval_expired: the signed approval",
+			signed: func(t *testing.T, p *plan.Plan) []reconcile.SignedApproval {
+				return append(both("alice", "alice", time.Now().Add(-time.Minute))(t, p), both("alice", "dave", later)(t, p)...)
 			}},
 		{name: "another plan's", plannedBy: "ci", want: reason.ApprovalMissing, msg: "(2 signed approval(s) of other plans were ignored)",
 			signed: func(t *testing.T, p *plan.Plan) []reconcile.SignedApproval {

@@ -126,7 +126,16 @@ type pulledPlan struct {
 
 // pullPlan reads the plan at ref, verified as nlx reads a plan file.
 func pullPlan(ctx context.Context, ref string) (*pulledPlan, error) {
-	pulled, err := publish.Pull(ctx, ref, planArtifactType, 1<<30)
+	// The plan file's own bound (NLX_MAX_PLAN_BYTES) holds for each blob:
+	// nothing larger is read, as from a file.
+	limit, err := plan.MaxPlanBytes()
+	if err != nil {
+		return nil, reason.Wrap(reason.InvalidUsage, err, "the plan size limit")
+	}
+	pulled, err := publish.Pull(ctx, ref, planArtifactType, limit)
+	if errors.Is(err, publish.ErrTooLarge) {
+		return nil, reason.Wrap(reason.PlanTooLarge, err, "%s is larger than %s allows", ref, plan.EnvMaxPlanBytes)
+	}
 	if err != nil {
 		return nil, err
 	}
