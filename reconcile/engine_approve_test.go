@@ -40,15 +40,10 @@ func (f *fixture) planBy(actor string) *plan.Plan {
 
 func (f *fixture) approve(p *plan.Plan, actor string, changes ...string) error {
 	_, err := reconcile.Approve(context.Background(), f.store, p, reconcile.ApproveOptions{
-		Actor: actor, Reason: "reviewed", Changes: changes, Expires: time.Hour, Caller: osUser(actor),
+		Actor: actor, Reason: "reviewed", Changes: changes, Expires: time.Hour, Caller: keyCaller(f.t, actor),
 	})
 	return err
 }
-
-// osUser is a caller running as the OS user the example maps actor to
-// (examples/pi-team/host.cue: alice, bob and carol are their own users);
-// the CLI tests prove actors with real users and keys.
-func osUser(actor string) reconcile.Caller { return reconcile.Caller{UID: 1000, User: actor} }
 
 func refusal(err error) reason.Code {
 	var r *reason.Error

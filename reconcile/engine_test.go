@@ -71,6 +71,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "cfg")
 	copyDir(t, "../examples/pi-team", dir)
+	writeKeys(t, dir) // the actors prove themselves by their test keys
 	db, err := state.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"), state.Options{})
 	if err != nil {
 		t.Fatal(err)

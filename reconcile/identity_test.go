@@ -72,11 +72,11 @@ func TestProve(t *testing.T) {
 	}
 }
 
-// withKeys gives the example's actors their test keys before the first
-// apply.
-func withKeys(t *testing.T) *fixture {
+// writeKeys gives the example's actors (alice, bob, carol) their test keys
+// (internal/testkeys) in the config in dir: every fixture's actors prove
+// themselves by real keys.
+func writeKeys(t *testing.T, dir string) {
 	t.Helper()
-	f := newFixture(t)
 	var b strings.Builder
 	b.WriteString("package pihost\n\nhost: actors: {\n")
 	for _, a := range []string{"alice", "bob", "carol"} {
@@ -84,9 +84,26 @@ func withKeys(t *testing.T) *fixture {
 		fmt.Fprintf(&b, "\t%s: keys: [%q]\n", a, line)
 	}
 	b.WriteString("}\n")
-	if err := os.WriteFile(filepath.Join(f.dir, "zz_identities.cue"), []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "zz_identities.cue"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// keyCaller is this process, holding actor's test key (none for an actor
+// without one, such as mallory).
+func keyCaller(t *testing.T, actor string) reconcile.Caller {
+	t.Helper()
+	c := reconcile.Caller{UID: os.Getuid(), User: "nlx-test-runner"}
+	if _, err := os.Stat(filepath.Join("..", "internal", "testkeys", actor+".pub")); err == nil {
+		_, c.Key = testKey(t, actor)
+	}
+	return c
+}
+
+// withKeys is the example, with its actors' test keys, applied.
+func withKeys(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
 	if _, err := f.apply(f.plan(), reconcile.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -270,7 +270,7 @@ func TestApplyRefusesRefusedPlans(t *testing.T) {
 		t.Error("the refused apply wrote to the state")
 	}
 	// No approval can overcome a refusal.
-	_, err = reconcile.Approve(context.Background(), f.db, p, reconcile.ApproveOptions{Actor: "alice", Reason: "please", Changes: []string{"provider.claude"}, Caller: osUser("alice")})
+	_, err = reconcile.Approve(context.Background(), f.db, p, reconcile.ApproveOptions{Actor: "alice", Reason: "please", Changes: []string{"provider.claude"}, Caller: keyCaller(t, "alice")})
 	if err == nil || !strings.Contains(err.Error(), string(reason.DisabledProvider)) {
 		t.Fatalf("approve of a refused change: got %v", err)
 	}
