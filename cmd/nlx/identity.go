@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
 )
 
 // keyFlag adds --key to a command that acts for an actor: the private key
@@ -109,4 +112,51 @@ func actingActor(ctx context.Context, st authority, flag, keyPath string) (strin
 		return "", err
 	}
 	return actor, nil
+}
+
+func newWhoamiCmd(a *app) *cobra.Command {
+	var key string
+	cmd := &cobra.Command{
+		Use:   "whoami [--key KEY]",
+		Short: "Say which actor this OS user (or --key) proves in the applied state",
+		Long: `Whoami reads host.actors from the applied state and says who the caller is:
+the OS user of this process (from its credentials), the key --key proves it
+holds, and the actor each proves, if any. A command acting for an actor is
+accepted only for an actor named here.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			return a.readState(ctx, func(db *state.DB) error {
+				auth, err := db.Authority(ctx)
+				if err != nil {
+					return err
+				}
+				c, err := callerOf(key)
+				if err != nil {
+					return err
+				}
+				byUnix, byKey := auth.UnixActor(c.User), auth.KeyActor(c.Key)
+				doc := map[string]any{"uid": c.UID, "user": c.User, "key": c.Key, "unix_actor": byUnix, "key_actor": byKey}
+				return a.view.Render(document{Version: versionWhoami, JSON: doc, Text: func(w io.Writer) error {
+					fmt.Fprintf(w, "This is %s.\n", c)
+					switch {
+					case byUnix != "":
+						fmt.Fprintf(w, "OS user %s proves actor %s (unix:%s).\n", c.User, byUnix, c.User)
+					default:
+						fmt.Fprintf(w, "OS user %s proves no actor in the applied state.\n", orNone(c.User))
+					}
+					if c.Key != "" {
+						if byKey != "" {
+							fmt.Fprintf(w, "Key %s proves actor %s (key:%s).\n", c.Key, byKey, c.Key)
+						} else {
+							fmt.Fprintf(w, "Key %s is no actor's in the applied state.\n", c.Key)
+						}
+					}
+					return nil
+				}})
+			})
+		},
+	}
+	keyFlag(cmd, &key)
+	return cmd
 }

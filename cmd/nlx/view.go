@@ -84,6 +84,7 @@ const (
 	versionStatePublish = 1 // nlx state publish
 	versionPromote      = 1 // nlx promote
 	versionFollow       = 1 // nlx follow: one look
+	versionWhoami       = 1 // nlx whoami
 )
 
 // document is one command's result, in every format it has. Exactly one of
