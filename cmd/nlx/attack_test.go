@@ -140,8 +140,21 @@ func TestZombieLockHolder(t *testing.T) {
 func TestTakeoverLastLine(t *testing.T) {
 	h := newHost(t)
 	h.must(0, "plan", "cfg", "--out", "p1.json")
-	first, firstOut, firstErr := h.start([]string{"NLX_FAULT=apply.committed.1=sleep:4s"}, "apply", "p1.json", "--batch-size", "4")
+	trace := filepath.Join(t.TempDir(), "points")
+	first, firstOut, firstErr := h.start([]string{"NLX_FAULT=apply.committed.1=sleep:4s", "NLX_FAULT_TRACE=" + trace}, "apply", "p1.json", "--batch-size", "4")
 	lockID := h.waitLocked(first.Process.Pid)
+	// Released only once the apply sleeps after its first commit (its
+	// fault trace says so): released earlier, it would stop before it set
+	// any serial, and there would be no ledger to read.
+	for i := 0; ; i++ {
+		if data, _ := os.ReadFile(trace); strings.Contains(string(data), "apply.committed.1\n") {
+			break
+		}
+		if i == 1000 {
+			t.Fatal("the first apply never reached its first commit")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	h.must(0, "state", "unlock", lockID)
 	h.must(0, "plan", "cfg", "--out", "p2.json")
 	h.must(0, "apply", "p2.json")
