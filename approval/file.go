@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nlx-dev/nlx/internal/atomicfile"
 )
 
 // sigExt is the extension of the signature beside a statement's file.
@@ -27,43 +29,14 @@ func WriteFile(dir string, s *Signed) (string, error) {
 		return "", fmt.Errorf("write approval: %w", err)
 	}
 	path := filepath.Join(dir, FileName(back.Statement))
-	if err := writeAtomic(path+sigExt, back.Signature); err != nil {
+	if err := atomicfile.Write(path+sigExt, back.Signature, 0o644); err != nil {
 		return "", fmt.Errorf("write approval: %w", err)
 	}
-	if err := writeAtomic(path, back.Message); err != nil {
+	if err := atomicfile.Write(path, back.Message, 0o644); err != nil {
 		return "", fmt.Errorf("write approval: %w", err)
 	}
 	syncDir(dir)
 	return path, nil
-}
-
-// writeAtomic writes data to path, mode 0644, through a temporary file in
-// the same directory renamed over it.
-func writeAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // syncDir makes the renames durable where the file system allows it; some

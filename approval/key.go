@@ -3,7 +3,6 @@ package approval
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/rsa"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hiddeco/sshsig"
+	"github.com/nlx-dev/nlx/schema"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 )
@@ -21,70 +21,18 @@ import (
 // no agent holds it.
 var ErrNeedsAgent = errors.New("key needs ssh-agent")
 
-// RSA key sizes nlx accepts: OpenSSH's own floor of 2048 bits, and a
-// ceiling that keeps verifying a hostile signature cheap.
-const (
-	minRSABits = 2048
-	maxRSABits = 16384
-)
-
 // Fingerprint is k's SHA-256 fingerprint as ssh-keygen -l prints it,
 // "SHA256:..." (unpadded base64).
 func Fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
 
-// ParsePublicKey parses one authorized_keys line ("ssh-ed25519 AAAA...
-// comment"): one key, no options, not a certificate, and no key nlx refuses
-// (DSA, RSA under 2048 bits).
-func ParsePublicKey(line string) (ssh.PublicKey, error) {
-	line = strings.TrimRight(line, "\r\n")
-	if strings.ContainsAny(line, "\r\n") {
-		return nil, errors.New("public key: more than one line; give one key")
-	}
-	if len(line) > maxSize {
-		return nil, fmt.Errorf("public key: %d bytes is larger than %d", len(line), maxSize)
-	}
-	k, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(line))
-	if err != nil {
-		return nil, fmt.Errorf("public key: %w (want one authorized_keys line, like ssh-ed25519 AAAA... comment)", err)
-	}
-	if len(options) > 0 {
-		return nil, fmt.Errorf("public key: options %s are not allowed; give the key alone", strings.Join(options, ","))
-	}
-	if len(bytes.TrimSpace(rest)) > 0 {
-		return nil, errors.New("public key: more than one key; give one")
-	}
-	if err := checkKey(k); err != nil {
-		return nil, fmt.Errorf("public key: %w", err)
-	}
-	return k, nil
-}
+// ParsePublicKey reads one authorized_keys line as host.actors holds it
+// (schema.ParseKey: one key, no options, no certificate, no DSA, RSA of
+// 2048 to 16384 bits).
+func ParsePublicKey(line string) (ssh.PublicKey, error) { return schema.ParseKey(line) }
 
-// checkKey refuses keys nlx does not take approvals from.
-func checkKey(k ssh.PublicKey) error {
-	if _, ok := k.(*ssh.Certificate); ok {
-		return fmt.Errorf("key %s is an SSH certificate; nlx takes plain keys", Fingerprint(k))
-	}
-	switch k.Type() {
-	case ssh.InsecureKeyAlgoDSA:
-		return fmt.Errorf("key %s is a DSA key, which OpenSSH no longer accepts; use ed25519", Fingerprint(k))
-	case ssh.KeyAlgoRSA:
-		ck, ok := k.(ssh.CryptoPublicKey)
-		if !ok {
-			return fmt.Errorf("key %s: RSA key of unknown size", Fingerprint(k))
-		}
-		pub, ok := ck.CryptoPublicKey().(*rsa.PublicKey)
-		if !ok {
-			return fmt.Errorf("key %s: RSA key of unknown size", Fingerprint(k))
-		}
-		switch bits := pub.N.BitLen(); {
-		case bits < minRSABits:
-			return fmt.Errorf("key %s is an RSA key of %d bits; nlx needs at least %d (or use ed25519)", Fingerprint(k), bits, minRSABits)
-		case bits > maxRSABits:
-			return fmt.Errorf("key %s is an RSA key of %d bits; nlx takes at most %d", Fingerprint(k), bits, maxRSABits)
-		}
-	}
-	return nil
-}
+// checkKey refuses keys nlx does not take approvals from: those the config
+// refuses as an actor's key.
+func checkKey(k ssh.PublicKey) error { return schema.CheckKey(k) }
 
 // isSecurityKey reports whether k is a FIDO security key (sk-*), whose
 // signatures carry flags and a counter after the signature proper.

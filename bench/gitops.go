@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/testgen"
+	"github.com/nlx-dev/nlx/internal/testtool"
 )
 
 // gitopsBench measures planning against a published state: the fleet of
@@ -60,7 +57,7 @@ func gitopsBench(ctx context.Context, work, nlx string, rounds, workspaces int) 
 		return err
 	}
 
-	addr, stop, err := startRegistry(ctx, bin, filepath.Join(dir, "registry"))
+	addr, stop, err := testtool.StartRegistry(ctx, bin, filepath.Join(dir, "registry"))
 	if err != nil {
 		return err
 	}
@@ -156,62 +153,4 @@ func planHash(path string) (string, error) {
 		return "", fmt.Errorf("%s: no plan_hash", path)
 	}
 	return p.PlanHash, nil
-}
-
-// startRegistry runs docker-registry on a free 127.0.0.1 port with its
-// storage under dir (as internal/testtool.Registry does for the tests) and
-// waits until it answers; stop kills it and waits for it to exit.
-func startRegistry(ctx context.Context, bin, dir string) (addr string, stop func(), err error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	addr = l.Addr().String()
-	l.Close()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", nil, err
-	}
-	config := filepath.Join(dir, "config.yml")
-	yml := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\n",
-		filepath.Join(dir, "data"), addr)
-	if err := os.WriteFile(config, []byte(yml), 0o644); err != nil {
-		return "", nil, err
-	}
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "serve", config)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start docker-registry: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	stop = func() {
-		cmd.Process.Kill()
-		<-done
-	}
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-done:
-			return "", nil, fmt.Errorf("docker-registry exited before it listened on %s: %v\n%s", addr, cmd.ProcessState, out.String())
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/", nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			// The header tells our registry from whatever else took the port.
-			if resp.StatusCode == http.StatusOK && resp.Header.Get("Docker-Distribution-Api-Version") != "" {
-				return addr, stop, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return "", nil, errors.Join(ctx.Err(), fmt.Errorf("docker-registry did not answer on %s within 30s", addr))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

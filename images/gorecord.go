@@ -17,6 +17,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/nlx-dev/nlx/internal/atomicfile"
 )
 
 // A Go or nlx layer's cache key needs the go command: go env for the Go
@@ -333,7 +335,7 @@ func (b *builder) saveRecord(name string, r *record, ks string) {
 	}
 	path := b.in.Cache.recordPath(name)
 	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
-		_ = writeAtomic(path, data)
+		_ = atomicfile.Write(path, data, 0o600)
 	}
 }
 
@@ -342,7 +344,7 @@ func (b *builder) saveRecord(name string, r *record, ks string) {
 func (b *builder) copyRecord(from, to string) {
 	data, err := os.ReadFile(b.in.Cache.recordPath(from))
 	if err == nil {
-		_ = writeAtomic(b.in.Cache.recordPath(to), data)
+		_ = atomicfile.Write(b.in.Cache.recordPath(to), data, 0o600)
 	}
 }
 

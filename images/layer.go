@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/nlx-dev/nlx/internal/atomicfile"
 	"github.com/nlx-dev/nlx/internal/reason"
 )
 
@@ -108,7 +109,7 @@ func (c *Cache) store(key string, write func(io.Writer) error) (v1.Layer, error)
 		return nil, fmt.Errorf("layer cache: %w", err)
 	}
 	data, _ := json.Marshal(e)
-	if err := writeAtomic(c.keyPath(key), data); err != nil {
+	if err := atomicfile.Write(c.keyPath(key), data, 0o600); err != nil {
 		return nil, fmt.Errorf("layer cache: %w", err)
 	}
 	return l, nil
@@ -119,24 +120,6 @@ func hexHash(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(n
 type countWriter struct{ n int64 }
 
 func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
-
-// writeAtomic writes data to path through a temporary file and a rename, so
-// a reader never sees half a file.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
 
 // cachedLayer is a layer whose compressed blob is a file of the cache.
 type cachedLayer struct {

@@ -166,6 +166,15 @@ func appendGates[T any](b []byte, items []T, of func(T) (code, why string)) []by
 	return append(b, ']')
 }
 
+// AppendRaw appends raw JSON as the canonical encoding has it: copied when
+// already compact, else compacted (for other canonical encodings that
+// embed specs, such as the published state's).
+func AppendRaw(b []byte, raw json.RawMessage) ([]byte, error) { return appendRaw(b, raw) }
+
+// AppendString appends s as a JSON string as the canonical encoding writes
+// it (encoding/json's escaping, without HTML escaping).
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
 func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
 		return append(b, "null"...), nil

@@ -118,6 +118,26 @@ func parseRef(ref string) (r name.Reference, bare bool, err error) {
 }
 
 // parseNamed is parseRef for a reference that must name a tag or digest.
+// Repository is the repository ref names (registry and path), as
+// go-containerregistry reads it; ref itself when it does not parse.
+func Repository(ref string) string {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return ref
+	}
+	return r.Context().Name()
+}
+
+// IsReference reports whether s reads as a registry reference with a path
+// and an explicit tag or digest (REGISTRY/NAME:TAG, REGISTRY/NAME@sha256:...).
+func IsReference(s string) bool {
+	if !strings.Contains(s, "/") {
+		return false
+	}
+	_, err := name.ParseReference(s, name.StrictValidation)
+	return err == nil
+}
+
 func parseNamed(ref string) (name.Reference, error) {
 	r, bare, err := parseRef(ref)
 	if err != nil {

@@ -598,3 +598,23 @@ func mustRef(t *testing.T, s string) name.Reference {
 	}
 	return r
 }
+
+func TestReferenceNames(t *testing.T) {
+	for _, tt := range []struct {
+		s, repo string
+		ref     bool
+	}{
+		{"127.0.0.1:5000/team/pi/plan:main", "127.0.0.1:5000/team/pi/plan", true},
+		{"127.0.0.1:5000/team/pi/plan@sha256:" + strings.Repeat("ab", 32), "127.0.0.1:5000/team/pi/plan", true},
+		{"registry.example/team/pi/state", "registry.example/team/pi/state", false}, // no tag or digest
+		{"plan.json", "index.docker.io/library/plan.json", false},                   // no path
+		{"examples/gitops/plan.json", "index.docker.io/examples/gitops/plan.json", false},
+	} {
+		if got := publish.IsReference(tt.s); got != tt.ref {
+			t.Errorf("IsReference(%q) = %v, want %v", tt.s, got, tt.ref)
+		}
+		if got := publish.Repository(tt.s); got != tt.repo {
+			t.Errorf("Repository(%q) = %q, want %q", tt.s, got, tt.repo)
+		}
+	}
+}

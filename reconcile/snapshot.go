@@ -58,7 +58,7 @@ type wireSnapshot struct {
 }
 
 // body is the canonical encoding of s without its basis: the bytes the
-// basis hashes. Written by hand (like plan's canonical encoding): specs are
+// basis hashes. Written by hand with plan's canonical encoder: specs are
 // copied as they are, compact, which encoding/json would re-validate one
 // by one.
 func (s *Snapshot) body() ([]byte, error) {
@@ -66,7 +66,7 @@ func (s *Snapshot) body() ([]byte, error) {
 	b = append(b, `{"format":"`+SnapshotFormat+`","format_version":`...)
 	b = strconv.AppendInt(b, SnapshotVersion, 10)
 	b = append(b, `,"lineage":`...)
-	b = strconv.AppendQuote(b, s.Lineage)
+	b = plan.AppendString(b, s.Lineage)
 	b = append(b, `,"serial":`...)
 	b = strconv.AppendInt(b, s.Serial, 10)
 	b = append(b, `,"resources":[`...)
@@ -74,24 +74,19 @@ func (s *Snapshot) body() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		spec := r.Spec
-		if !compact(spec) {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, spec); err != nil {
-				return nil, fmt.Errorf("%s: spec: %w", r.Address(), err)
-			}
-			spec = buf.Bytes()
-		}
 		b = append(b, `{"kind":`...)
-		b = appendJSONString(b, string(r.Kind))
+		b = plan.AppendString(b, string(r.Kind))
 		b = append(b, `,"name":`...)
-		b = appendJSONString(b, r.Name)
+		b = plan.AppendString(b, r.Name)
 		b = append(b, `,"status":`...)
-		b = appendJSONString(b, string(r.Status))
+		b = plan.AppendString(b, string(r.Status))
 		b = append(b, `,"hash":`...)
-		b = appendJSONString(b, r.Hash)
+		b = plan.AppendString(b, r.Hash)
 		b = append(b, `,"spec":`...)
-		b = append(b, spec...)
+		var err error
+		if b, err = plan.AppendRaw(b, r.Spec); err != nil {
+			return nil, fmt.Errorf("%s: spec: %w", r.Address(), err)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, ']')
@@ -116,37 +111,6 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// compact reports whether raw JSON has no insignificant whitespace outside
-// strings (nlx's specs never do).
-func compact(raw []byte) bool {
-	in := false
-	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case in && c == '\\':
-			i++
-		case c == '"':
-			in = !in
-		case !in && (c == ' ' || c == '\n' || c == '\t' || c == '\r'):
-			return false
-		}
-	}
-	return len(raw) > 0
-}
-
-// appendJSONString appends s as encoding/json writes it; names, kinds and
-// hashes are plain ASCII, which needs no escaping.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // Basis returns the content hash of s: "sha256:" and the hex SHA-256 of

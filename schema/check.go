@@ -1,10 +1,7 @@
 package schema
 
 import (
-	"bytes"
-	"crypto/rsa"
 	"errors"
-	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -16,7 +13,6 @@ import (
 	version "github.com/hashicorp/go-version"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/robfig/cron/v3"
-	"golang.org/x/crypto/ssh"
 )
 
 // cronParser accepts the five-field cron lines of crontab(5) and the
@@ -177,26 +173,6 @@ func (l *loader) checkActors(h *Host) {
 			keyOwner[fp] = actor
 		}
 	}
-}
-
-// KeyFingerprint parses one authorized_keys line (no options, one key) and
-// returns its SHA256 fingerprint, as ssh-keygen -l prints it.
-func KeyFingerprint(line string) (string, error) {
-	k, _, options, rest, err := ssh.ParseAuthorizedKey([]byte(line))
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("key %.40q...: %v", line, err)
-	case len(options) > 0:
-		return "", fmt.Errorf("key %.40q...: authorized_keys options are not allowed", line)
-	case len(bytes.TrimSpace(rest)) > 0:
-		return "", fmt.Errorf("key %.40q...: one key per entry", line)
-	}
-	if ck, ok := k.(ssh.CryptoPublicKey); ok {
-		if rk, ok := ck.CryptoPublicKey().(*rsa.PublicKey); ok && rk.N.BitLen() < 2048 {
-			return "", fmt.Errorf("key %s: an RSA key of %d bits is too weak (2048 at least)", ssh.FingerprintSHA256(k), rk.N.BitLen())
-		}
-	}
-	return ssh.FingerprintSHA256(k), nil
 }
 
 func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {

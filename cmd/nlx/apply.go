@@ -93,7 +93,7 @@ func applyRun(ctx context.Context, a *app, opts *applyOptions) error {
 		if err != nil {
 			return err
 		}
-		_, err = applyPulled(ctx, a, pp, append(signed, attached...), opts.actor)
+		_, err = applyPulled(ctx, a, pp, append(signed, attached...), opts.actor, false)
 		return err
 	}
 	info, err := os.Stat(opts.target)
@@ -196,7 +196,7 @@ func applyPlan(ctx context.Context, a *app, db *state.DB, p *plan.Plan, t applyT
 // applyPulled applies a plan read from a registry: its config inputs are
 // unpacked into a fresh directory beside the state, the plan re-derived
 // from exactly them.
-func applyPulled(ctx context.Context, a *app, pp *pulledPlan, signed []reconcile.SignedApproval, actor string, quiet ...bool) (*reconcile.Ledger, error) {
+func applyPulled(ctx context.Context, a *app, pp *pulledPlan, signed []reconcile.SignedApproval, actor string, quiet bool) (*reconcile.Ledger, error) {
 	db, err := a.openState(ctx, pp.Plan.State.Lineage != "")
 	if errors.Is(err, state.ErrNoState) {
 		return nil, reason.New(reason.LineageMismatch, "the plan was made against state lineage %s, but there is no state at %s", pp.Plan.State.Lineage, mustState(a))
@@ -215,7 +215,7 @@ func applyPulled(ctx context.Context, a *app, pp *pulledPlan, signed []reconcile
 		return nil, err
 	}
 	return applyPlan(ctx, a, db, pp.Plan, applyTarget{configDir: cfgDir, planFile: pp.Ref, actor: actor, signed: signed,
-		load: func(ctx context.Context) (*schema.Config, error) { return loadConfig(ctx, cfgDir) }, quiet: len(quiet) > 0 && quiet[0]})
+		load: func(ctx context.Context) (*schema.Config, error) { return loadConfig(ctx, cfgDir) }, quiet: quiet})
 }
 
 func mustState(a *app) string {

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nlx-dev/nlx/internal/atomicfile"
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/publish"
 	"github.com/nlx-dev/nlx/reconcile"
@@ -43,7 +42,7 @@ basis; apply refuses a plan whose basis is not the state's at that serial.`,
 					_, err := a.io.Out.Write(data)
 					return err
 				}
-				if err := writeAtomic(out, data); err != nil {
+				if err := atomicfile.Write(out, data, 0o600); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.io.Err, "Exported state %s serial %d (%d resources, basis %s) to %s\n", snap.Lineage, snap.Serial, len(snap.Resources), basis, out)
@@ -72,7 +71,7 @@ artifact (artifactType application/vnd.nlx.state.v1), for nlx plan
 					return err
 				}
 				return a.say(versionStatePublish, map[string]any{"ref": args[0], "digest": digest, "lineage": snap.Lineage, "serial": snap.Serial, "basis": basis, "resources": len(snap.Resources)},
-					"Published state %s serial %d (%d resources, basis %s) to %s@%s", snap.Lineage, snap.Serial, len(snap.Resources), basis, repository(args[0]), digest)
+					"Published state %s serial %d (%d resources, basis %s) to %s@%s", snap.Lineage, snap.Serial, len(snap.Resources), basis, publish.Repository(args[0]), digest)
 			})
 		},
 	}
@@ -327,23 +326,6 @@ func followOnce(ctx context.Context, a *app, ref string, memo *followMemo) follo
 		memo.key, memo.report = key, r
 	}
 	return r
-}
-
-// writeAtomic writes data to path through a temporary file beside it.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func isNotFound(err error) bool { return errors.Is(err, publish.ErrNotFound) }

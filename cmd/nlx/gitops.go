@@ -58,15 +58,21 @@ func publishState(ctx context.Context, db *state.DB, ref string) (string, *recon
 	if err != nil {
 		return "", nil, "", err
 	}
+	digest, err := pushSnapshot(ctx, snap, data, basis, ref)
+	return digest, snap, basis, err
+}
+
+// pushSnapshot pushes snap's encoding (data, with its basis) to ref.
+func pushSnapshot(ctx context.Context, snap *reconcile.Snapshot, data []byte, basis, ref string) (string, error) {
 	desc, err := publish.Push(ctx, ref, publish.Artifact{
 		ArtifactType: stateArtifactType,
 		Blobs:        []publish.Blob{{MediaType: stateMediaType, Data: data}},
 		Annotations:  map[string]string{annoLineage: snap.Lineage, annoSerial: strconv.FormatInt(snap.Serial, 10), annoBasis: basis},
 	})
 	if err != nil {
-		return "", nil, "", fmt.Errorf("publish the state: %w", err)
+		return "", fmt.Errorf("publish the state: %w", err)
 	}
-	return desc.Digest.String(), snap, basis, nil
+	return desc.Digest.String(), nil
 }
 
 // loadSnapshot reads a published state: a file (nlx state export --out)
@@ -114,7 +120,7 @@ func pushPlan(ctx context.Context, p *plan.Plan, dir, ref string) (string, error
 	if err != nil {
 		return "", fmt.Errorf("push the plan: %w", err)
 	}
-	return repository(ref) + "@" + desc.Digest.String(), nil
+	return publish.Repository(ref) + "@" + desc.Digest.String(), nil
 }
 
 // pulledPlan is a plan read from a registry.
@@ -155,18 +161,7 @@ func isRegistryRef(arg string) bool {
 	if _, err := os.Stat(arg); err == nil {
 		return false
 	}
-	return strings.Contains(arg, "/") && (strings.Contains(arg, "@sha256:") || strings.LastIndex(arg, ":") > strings.LastIndex(arg, "/"))
-}
-
-// repository is the repository part of a reference.
-func repository(ref string) string {
-	if i := strings.Index(ref, "@"); i >= 0 {
-		return ref[:i]
-	}
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		return ref[:i]
-	}
-	return ref
+	return publish.IsReference(arg)
 }
 
 // attachApproval pushes one signed approval as a referrer of the plan at
@@ -176,7 +171,7 @@ func attachApproval(ctx context.Context, planRef string, s *approval.Signed) err
 	if err != nil {
 		return err
 	}
-	_, err = publish.Push(ctx, repository(planRef), publish.Artifact{
+	_, err = publish.Push(ctx, publish.Repository(planRef), publish.Artifact{
 		ArtifactType: approvalArtifactType,
 		Blobs: []publish.Blob{
 			{MediaType: approvalStatementType, Data: s.Message},
@@ -201,7 +196,7 @@ func attachedApprovals(ctx context.Context, planRef string) ([]reconcile.SignedA
 	}
 	var out []reconcile.SignedApproval
 	for _, d := range descs {
-		ref := repository(planRef) + "@" + d.Digest.String()
+		ref := publish.Repository(planRef) + "@" + d.Digest.String()
 		pulled, err := publish.Pull(ctx, ref, approvalArtifactType, 64<<10)
 		if err != nil {
 			return nil, err
@@ -262,9 +257,6 @@ func signedApproval(s *approval.Signed) (reconcile.SignedApproval, error) {
 		ExpiresAt: expires, CreatedAt: time.Now(), Signature: "sha256:" + hex.EncodeToString(id[:]), Source: s.File,
 	}}, nil
 }
-
-// errNoPlan is a follow that found nothing at its reference yet.
-var errNoPlan = errors.New("no plan published")
 
 // configMediaType is the plan artifact's second blob: the config inputs
 // the plan binds (every file of Inputs.Files, nothing else), as a tar, so

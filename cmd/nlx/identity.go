@@ -53,21 +53,14 @@ type authority interface {
 	Authority(ctx context.Context) (*reconcile.Authority, error)
 }
 
-// proveActor proves that the caller (its OS user, or --key) is actor in
-// the applied state, and returns how (unix:USER or key:FINGERPRINT).
-func proveActor(ctx context.Context, st authority, actor, keyPath string) (string, error) {
+// proveActor proves that the caller (its OS user, or --key) is actor, a
+// name the command's --actor gave, in the applied state.
+func proveActor(ctx context.Context, st authority, actor, keyPath string) error {
 	if !schema.ValidName(actor) {
-		return "", reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
+		return reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
 	}
-	auth, err := st.Authority(ctx)
-	if err != nil {
-		return "", err
-	}
-	c, err := callerOf(keyPath)
-	if err != nil {
-		return "", err
-	}
-	return auth.Prove(actor, c)
+	_, err := actingActor(ctx, st, actor, keyPath)
+	return err
 }
 
 // actorFor names the actor a command runs for when --actor is not given:

@@ -247,7 +247,7 @@ the job's workspace in the applied state.`,
 				if strings.TrimSpace(why) == "" {
 					return reason.New(reason.InvalidUsage, "--reason is required: say how you know")
 				}
-				if _, err := proveActor(ctx, db, actor, key); err != nil {
+				if err := proveActor(ctx, db, actor, key); err != nil {
 					return err
 				}
 				c, err := db.ClaimByID(ctx, args[0])

@@ -67,7 +67,7 @@ func newDecideCmd(a *app, allow bool) *cobra.Command {
 				return reason.New(reason.InvalidUsage, "deny needs --reason: the provider is told why")
 			}
 			return a.withState(ctx, func(db *state.DB) error {
-				if _, err := proveActor(ctx, db, actor, key); err != nil {
+				if err := proveActor(ctx, db, actor, key); err != nil {
 					return err
 				}
 				return decide(ctx, a, db, args[0], actor, allow, why)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
+	"github.com/nlx-dev/nlx/reconcile"
 	"github.com/nlx-dev/nlx/serve"
 	"github.com/nlx-dev/nlx/state"
 	"github.com/nlx-dev/nlx/turn"
@@ -143,13 +144,15 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 func publishLoop(ctx context.Context, db *state.DB, ref string, interval time.Duration, logf func(string, ...any)) {
 	published := ""
 	for {
+		// One read and one encoding per look; pushed only when the basis
+		// moved.
 		if snap, err := db.Snapshot(ctx); err == nil {
-			if basis, err := snap.Basis(); err == nil && basis != published {
-				if _, _, b, err := publishState(ctx, db, ref); err != nil {
+			if data, basis, err := reconcile.EncodeSnapshot(snap); err == nil && basis != published {
+				if _, err := pushSnapshot(ctx, snap, data, basis, ref); err != nil {
 					logf("publish the state to %s: %v (retried in %s)", ref, err, interval)
 				} else {
-					published = b
-					logf("published state serial %d (basis %s) to %s", snap.Serial, b, ref)
+					published = basis
+					logf("published state serial %d (basis %s) to %s", snap.Serial, basis, ref)
 				}
 			}
 		}

@@ -38,9 +38,7 @@ type RegistryProc struct {
 	config string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{} // closed when cmd has exited
+	proc *registryProcess // nil while stopped
 }
 
 // RegistryAt is Registry, but returns the running registry as a
@@ -54,19 +52,97 @@ func RegistryAt(t testing.TB) *RegistryProc {
 	if err != nil {
 		t.Fatalf("docker-registry: %v", err)
 	}
-	dir := t.TempDir()
-	config := filepath.Join(dir, "config.yml")
-	// delete.enabled lets tests remove manifests; the storage is a plain
-	// directory so a restarted registry serves what the previous one stored.
-	yml := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n",
-		filepath.Join(dir, "data"), addr)
-	if err := os.WriteFile(config, []byte(yml), 0o644); err != nil {
+	config, err := writeRegistryConfig(t.TempDir(), addr)
+	if err != nil {
 		t.Fatal(err)
 	}
 	r := &RegistryProc{Addr: addr, t: t, bin: bin, config: config}
 	t.Cleanup(r.Stop)
 	r.Start()
 	return r
+}
+
+// writeRegistryConfig writes the config.yml of a docker-registry serving
+// addr with its storage under dir, and returns its path. delete.enabled
+// lets tests remove manifests; the storage is a plain directory, so a
+// restarted registry serves what the previous one stored.
+func writeRegistryConfig(dir, addr string) (string, error) {
+	config := filepath.Join(dir, "config.yml")
+	yml := fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n",
+		filepath.Join(dir, "data"), addr)
+	return config, os.WriteFile(config, []byte(yml), 0o644)
+}
+
+// registryProcess is a running docker-registry.
+type registryProcess struct {
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{} // closed when cmd has exited
+}
+
+func (p *registryProcess) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// startRegistry runs bin with config and waits until it answers GET /v2/
+// on addr, within registryStartTimeout (or ctx). It asks for /v2/ rather
+// than only dialling, so that a port someone else grabbed is not taken for
+// the registry. On failure nothing is left running.
+func startRegistry(ctx context.Context, bin, config, addr string) (*registryProcess, error) {
+	p := &registryProcess{out: &lockedBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "serve", config)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start docker-registry: %w", err)
+	}
+	go func() {
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, registryStartTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("docker-registry exited before it listened on %s: %v\n%s", addr, p.cmd.ProcessState, p.out.String())
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/", nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && resp.Header.Get("Docker-Distribution-Api-Version") != "" {
+				return p, nil
+			}
+		}
+		if ctx.Err() != nil {
+			p.kill()
+			return nil, fmt.Errorf("docker-registry did not answer on %s within %s:\n%s", addr, registryStartTimeout, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// StartRegistry is Registry for a program that is not a test (the
+// benchmark): docker-registry (bin) on a free 127.0.0.1 port with its
+// storage under dir, answering; stop kills it and waits for it to exit.
+func StartRegistry(ctx context.Context, bin, dir string) (addr string, stop func(), err error) {
+	if addr, err = freeLoopbackAddr(); err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, err
+	}
+	config, err := writeRegistryConfig(dir, addr)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := startRegistry(ctx, bin, config, addr)
+	if err != nil {
+		return "", nil, err
+	}
+	return addr, p.kill, nil
 }
 
 // freeLoopbackAddr picks a port the kernel considers free on 127.0.0.1.
@@ -89,47 +165,14 @@ func (r *RegistryProc) Start() {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd != nil {
+	if r.proc != nil {
 		return
 	}
-	out := &lockedBuffer{}
-	cmd := exec.Command(r.bin, "serve", r.config)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		r.t.Fatalf("start docker-registry: %v", err)
+	p, err := startRegistry(context.Background(), r.bin, r.config, r.Addr)
+	if err != nil {
+		r.t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	r.cmd, r.out, r.done = cmd, out, done
-
-	ctx, cancel := context.WithTimeout(context.Background(), registryStartTimeout)
-	defer cancel()
-	// Ask for /v2/ rather than only dialling, so that a port someone else
-	// grabbed is not taken for our registry.
-	client := &http.Client{Timeout: time.Second}
-	for {
-		select {
-		case <-done:
-			r.cmd = nil
-			r.t.Fatalf("docker-registry exited before it listened on %s: %v\n%s", r.Addr, cmd.ProcessState, out.String())
-		default:
-		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Addr+"/v2/", nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && resp.Header.Get("Docker-Distribution-Api-Version") != "" {
-				return
-			}
-		}
-		if ctx.Err() != nil {
-			r.stopLocked()
-			r.t.Fatalf("docker-registry did not answer on %s within %s:\n%s", r.Addr, registryStartTimeout, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.proc = p
 }
 
 // Stop kills the registry, as a crash would, and waits until it has exited
@@ -141,12 +184,11 @@ func (r *RegistryProc) Stop() {
 }
 
 func (r *RegistryProc) stopLocked() {
-	if r.cmd == nil {
+	if r.proc == nil {
 		return
 	}
-	r.cmd.Process.Kill()
-	<-r.done
-	r.cmd = nil
+	r.proc.kill()
+	r.proc = nil
 }
 
 // lockedBuffer collects a process's output; exec writes to it from its own
