@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,7 +25,7 @@ type fakeModelBox struct{ s *fakemodel.Server }
 // process on 127.0.0.1 (the one fake of the provider tests):
 //
 //	fakemodel start              start it; $FAKEMODEL_URL is its base URL, $FAKEMODEL_ADDR its host:port
-//	fakemodel push STEP...       queue one reply: text:T, reasoning:T, command:CMD, stall:DUR, disconnect, error:STATUS
+//	fakemodel push STEP...       queue one reply: text:T, reasoning:T, command:CMD, 'call:TOOL {JSON}', stall:DUR, disconnect, error:STATUS
 //	fakemodel wait               block until every pushed reply was taken by an agent request (60s at most)
 //	fakemodel saw TEXT           some agent request carried TEXT in its conversation (! : none did)
 //	fakemodel lastsaw TEXT       the last agent request carried TEXT (! : it did not)
@@ -58,6 +59,9 @@ func cmdFakemodel(ts *testscript.TestScript, neg bool, args []string) {
 				r.Steps = append(r.Steps, fakemodel.Step{Reasoning: val})
 			case "command":
 				r.Steps = append(r.Steps, fakemodel.Step{Command: val})
+			case "call":
+				name, args, _ := strings.Cut(val, " ")
+				r.Steps = append(r.Steps, fakemodel.Step{Call: &fakemodel.Call{Name: name, Arguments: json.RawMessage(args)}})
 			case "stall":
 				d, err := time.ParseDuration(val)
 				ts.Check(err)

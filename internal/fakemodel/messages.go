@@ -88,6 +88,8 @@ const (
 	messagesBlockThinking   = "thinking"
 	messagesBlockToolUse    = "tool_use"
 	messagesBlockToolResult = "tool_result"
+	// A reference to a deferred tool, which loads it.
+	messagesBlockToolReference = "tool_reference"
 )
 
 // messagesRequest is the part of a Messages API request the fake reads.
@@ -137,7 +139,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("%v: %v", errNotJSON, err)})
 		return
 	}
-	req.Tools = messagesToolNames(mr.Tools)
+	req.Tools = messagesToolNames(mr.Tools, toolReferences(mr.Messages))
 	req.Texts = messagesTexts(mr.Messages)
 	if strings.HasSuffix(r.URL.Path, messagesCountTokens) {
 		s.record(req)
@@ -182,12 +184,46 @@ func isCompaction(msgs []messagesMessage) bool {
 }
 
 // messagesToolNames are the names of the tools a request offers the
-// model: every tool but those deferred to a tool search.
-func messagesToolNames(tools []messagesTool) []string {
+// model: every tool but those deferred to a tool search, unless a
+// tool_reference of the conversation loaded it (loaded).
+func messagesToolNames(tools []messagesTool, loaded map[string]bool) []string {
 	var out []string
 	for _, t := range tools {
-		if !t.DeferLoading && t.Name != "" {
+		if (!t.DeferLoading || loaded[t.Name]) && t.Name != "" {
 			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+// toolReferences are the tools the messages load: the names of every
+// tool_reference block in them (Claude Code announces a tool an MCP server
+// added while the session ran so, in a tool_addition block, and sends the
+// tool itself deferred).
+func toolReferences(msgs []messagesMessage) map[string]bool {
+	out := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["type"] == messagesBlockToolReference {
+				if name, ok := x["name"].(string); ok {
+					out[name] = true
+				}
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	for _, m := range msgs {
+		var content any
+		if json.Unmarshal(m.Content, &content) == nil {
+			walk(content)
 		}
 	}
 	return out
@@ -279,9 +315,10 @@ steps:
 		case st.Reasoning != "":
 			err = streamMessagesBlock(e, index, messagesBlockThinking, st.Reasoning)
 			index, outChars = index+1, outChars+len(st.Reasoning)
-		case st.Command != "":
-			err = streamMessagesCommand(e, index, st.Command)
-			outChars += len(st.Command)
+		case st.Command != "" || st.Call != nil:
+			name, input := messagesCall(st)
+			err = streamMessagesToolUse(e, index, name, input)
+			outChars += len(input)
 			stop = messagesToolUse
 			break steps
 		}
@@ -324,15 +361,21 @@ func streamMessagesBlock(e *sse, index int, typ, text string) error {
 	return e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 }
 
-// streamMessagesCommand streams a Bash tool_use block, its input in one
-// input_json_delta.
-func streamMessagesCommand(e *sse, index int, command string) error {
-	input, err := json.Marshal(map[string]string{"command": command})
-	if err != nil {
-		return err
+// messagesCall is the tool a Command or Call step uses and its input:
+// Bash {"command": ...}, or the call's tool with its arguments.
+func messagesCall(st Step) (name string, input json.RawMessage) {
+	if st.Call != nil {
+		return st.Call.Name, st.Call.arguments()
 	}
+	b, _ := json.Marshal(map[string]string{"command": st.Command})
+	return BashTool, b
+}
+
+// streamMessagesToolUse streams a tool_use block, its input in one
+// input_json_delta.
+func streamMessagesToolUse(e *sse, index int, name string, input json.RawMessage) error {
 	if err := e.event("content_block_start", map[string]any{"type": "content_block_start", "index": index,
-		"content_block": map[string]any{"type": messagesBlockToolUse, "id": messagesToolUseID(), "name": BashTool, "input": map[string]any{}}}); err != nil {
+		"content_block": map[string]any{"type": messagesBlockToolUse, "id": messagesToolUseID(), "name": name, "input": map[string]any{}}}); err != nil {
 		return err
 	}
 	if err := e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
@@ -367,10 +410,11 @@ steps:
 		case st.Reasoning != "":
 			content = append(content, map[string]any{"type": messagesBlockThinking, "thinking": st.Reasoning, "signature": "fake-signature"})
 			outChars += len(st.Reasoning)
-		case st.Command != "":
-			content = append(content, map[string]any{"type": messagesBlockToolUse, "id": messagesToolUseID(), "name": BashTool,
-				"input": map[string]string{"command": st.Command}})
-			outChars += len(st.Command)
+		case st.Command != "" || st.Call != nil:
+			name, input := messagesCall(st)
+			content = append(content, map[string]any{"type": messagesBlockToolUse, "id": messagesToolUseID(), "name": name,
+				"input": input})
+			outChars += len(input)
 			stop = messagesToolUse
 			break steps
 		}

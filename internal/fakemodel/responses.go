@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -47,6 +48,9 @@ type responsesRequest struct {
 type responsesTool struct {
 	Type string `json:"type"`
 	Name string `json:"name"`
+	// Tools are a namespace's functions (Codex offers each MCP server's
+	// tools so).
+	Tools []responsesTool `json:"tools"`
 }
 
 // responsesItem is one input item: a message (role, content), a function
@@ -152,13 +156,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Texts = texts
-	for _, t := range rr.Tools {
-		name := t.Name
-		if name == "" {
-			name = t.Type
-		}
-		req.Tools = append(req.Tools, name)
-	}
+	req.Tools = responsesToolNames(rr.Tools)
 	req.Agent = isAgentResponses(r.Header)
 	reply := s.record(req)
 	if !req.Agent {
@@ -169,6 +167,27 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	streamResponses(w, r, rr.Model, len(body), reply)
+}
+
+// responsesToolNames are the names of the tools a request offers: a
+// tool's name (its type when it has none), and for a namespace of MCP
+// tools (mcp__SERVER) each of its functions as mcp__SERVER__TOOL.
+func responsesToolNames(tools []responsesTool) []string {
+	var out []string
+	for _, t := range tools {
+		name := t.Name
+		if name == "" {
+			name = t.Type
+		}
+		if t.Type == "namespace" && strings.HasPrefix(name, mcpPrefix) {
+			for _, f := range t.Tools {
+				out = append(out, name+mcpDelimiter+f.Name)
+			}
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // tokens is a stand-in token count of a text: a token per four bytes,
@@ -213,9 +232,10 @@ steps:
 			reasoning += len(st.Reasoning)
 			err = streamReasoning(e, index, itemID("rs"), st.Reasoning)
 			index++
-		case st.Command != "":
-			out += len(st.Command)
-			err = streamCommand(e, index, itemID("fc"), itemID("call"), st.Command)
+		case st.Command != "" || st.Call != nil:
+			namespace, name, args := responsesCall(st)
+			out += len(args)
+			err = streamFunctionCall(e, index, itemID("fc"), itemID("call"), namespace, name, args)
 			index++
 			if err == nil {
 				break steps // the provider runs it, or not, and asks again
@@ -295,26 +315,62 @@ func streamReasoning(e *sse, index int, id, text string) error {
 	return e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": index, "item": done})
 }
 
-// streamCommand streams a function call of Codex's shell tool,
-// exec_command {"cmd": command}.
-func streamCommand(e *sse, index int, id, callID, command string) error {
-	args, err := json.Marshal(map[string]string{"cmd": command})
-	if err != nil {
-		return err
+// responsesCall is the function a Command or Call step calls and its
+// arguments: Codex's shell tool, exec_command {"cmd": command}, or the
+// call's tool, split into Codex's namespace (mcp__SERVER) and the
+// function's name when it is an MCP tool's.
+func responsesCall(st Step) (namespace, name, args string) {
+	if st.Call == nil {
+		b, _ := json.Marshal(map[string]string{"cmd": st.Command})
+		return "", ExecCommand, string(b)
 	}
-	item := map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": ExecCommand, "arguments": ""}
+	namespace, name = splitMCPName(st.Call.Name)
+	return namespace, name, string(st.Call.arguments())
+}
+
+// splitMCPName splits mcp__SERVER__TOOL into its namespace (mcp__SERVER)
+// and the tool; any other name has no namespace.
+func splitMCPName(full string) (namespace, name string) {
+	rest, ok := strings.CutPrefix(full, mcpPrefix)
+	if !ok {
+		return "", full
+	}
+	server, tool, ok := strings.Cut(rest, mcpDelimiter)
+	if !ok || server == "" || tool == "" {
+		return "", full
+	}
+	return mcpPrefix + server, tool
+}
+
+// How MCP tools are named: mcp__SERVER__TOOL (Claude Code's names, and
+// Codex's namespace and function joined).
+const (
+	mcpPrefix    = "mcp__"
+	mcpDelimiter = "__"
+)
+
+// streamFunctionCall streams a function call, of a namespace when
+// namespace is set.
+func streamFunctionCall(e *sse, index int, id, callID, namespace, name, args string) error {
+	item := map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": ""}
+	if namespace != "" {
+		item["namespace"] = namespace
+	}
 	if err := e.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": index, "item": item}); err != nil {
 		return err
 	}
 	if err := e.event("response.function_call_arguments.delta", map[string]any{"type": "response.function_call_arguments.delta",
-		"item_id": id, "output_index": index, "delta": string(args)}); err != nil {
+		"item_id": id, "output_index": index, "delta": args}); err != nil {
 		return err
 	}
 	if err := e.event("response.function_call_arguments.done", map[string]any{"type": "response.function_call_arguments.done",
-		"item_id": id, "output_index": index, "arguments": string(args)}); err != nil {
+		"item_id": id, "output_index": index, "arguments": args}); err != nil {
 		return err
 	}
-	done := map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": ExecCommand, "arguments": string(args)}
+	done := map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": args}
+	if namespace != "" {
+		done["namespace"] = namespace
+	}
 	return e.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": index, "item": done})
 }
 

@@ -60,6 +60,28 @@ type Step struct {
 	// Disconnect closes the connection mid-stream, without a terminal
 	// event.
 	Disconnect bool
+	// Call is a call of a tool other than the shell (an MCP tool the
+	// provider offers). The reply ends after it, as after a Command.
+	Call *Call
+}
+
+// Call is a tool call by name. Tool names are written as the provider
+// offers them to the model: Claude Code's mcp__SERVER__TOOL, and for
+// Codex, which offers an MCP server's tools as functions of a namespace
+// (mcp__SERVER), the namespace and the function joined the same way
+// (mcp__SERVER__TOOL): Request.Tools lists them so too.
+type Call struct {
+	Name string
+	// Arguments is the call's input, a JSON object ({} when nil).
+	Arguments json.RawMessage
+}
+
+// arguments is the call's input, {} when it has none.
+func (c *Call) arguments() json.RawMessage {
+	if len(c.Arguments) == 0 {
+		return json.RawMessage("{}")
+	}
+	return c.Arguments
 }
 
 // APIError is an HTTP error answer.

@@ -13,6 +13,7 @@ const (
 	ConnectionWorkspace  Code = "connection_workspace"
 	PersonalOnTeam       Code = "personal_connection_on_team_workspace"
 	SkillScopeMismatch   Code = "skill_scope_mismatch"
+	ToolScopeMismatch    Code = "tool_scope_mismatch"
 	PersonalOwner        Code = "personal_workspace_owner"
 	InvalidValue         Code = "invalid_value"
 	JobPolicyWider       Code = "job_policy_wider_than_workspace"
@@ -124,6 +125,21 @@ const (
 	NoConversation              Code = "no_conversation"
 	EgressProxyUnavailable      Code = "egress_proxy_unavailable"
 
+	// Tools: nlx's MCP proxy and the catalog refresh of running workers.
+	ToolNotAllowed           Code = "tool_not_allowed"
+	ToolUnavailable          Code = "tool_unavailable"
+	ToolsProxyUnavailable    Code = "tools_proxy_unavailable"
+	RefreshUnknownUnresolved Code = "refresh_unknown_unresolved"
+	RefreshOutcomeUnknown    Code = "refresh_outcome_unknown"
+	ConfigVersionConflict    Code = "config_version_conflict"
+	RefreshUnsupported       Code = "refresh_unsupported"
+	RefreshUnverified        Code = "refresh_unverified"
+	RefreshFailed            Code = "refresh_failed"
+	WorkerNotProven          Code = "worker_not_proven"
+	WorkerReleased           Code = "worker_released"
+	NoSuchRefresh            Code = "no_such_refresh"
+	RefreshNotUnknown        Code = "refresh_not_unknown"
+
 	// The scheduler: jobs, occurrence claims, manual runs.
 	ServeLocked                 Code = "serve_locked"
 	NoSuchJob                   Code = "no_such_job"
@@ -167,6 +183,7 @@ var table = []Entry{
 	{ConnectionWorkspace, ExitError, AreaConfig, "a job's connection belongs to another workspace"},
 	{PersonalOnTeam, ExitError, AreaConfig, "a personal connection is used for a team workspace"},
 	{SkillScopeMismatch, ExitError, AreaConfig, "a skill's scope or owner does not match the workspace that uses it"},
+	{ToolScopeMismatch, ExitError, AreaConfig, "a tool's scope or owner does not match the workspace granted it (a personal tool is never a team workspace's)"},
 	{PersonalOwner, ExitError, AreaConfig, "a personal workspace lacks its one owner"},
 	{InvalidValue, ExitError, AreaConfig, "a value CUE cannot judge is wrong: a version, a cron line, a time zone, a size"},
 	{JobPolicyWider, ExitError, AreaConfig, "a job's policy is wider than its workspace's"},
@@ -266,6 +283,19 @@ var table = []Entry{
 	{NoSuchTurn, ExitError, AreaTurn, "no turn with that id"},
 	{NoConversation, ExitError, AreaTurn, "--resume named a conversation that has no session yet"},
 
+	{ToolNotAllowed, ExitError, AreaTurn, "the provider called a tool its workspace does not have in the applied state (never granted, or removed): nlx's tool proxy refused it"},
+	{ToolUnavailable, ExitError, AreaTurn, "a tool server the workspace may use could not be started or reached; its tools are missing from the catalog until it can"},
+	{ToolsProxyUnavailable, ExitError, AreaLaunch, "nlx's tool proxy for a launch could not start: nothing is launched"},
+	{RefreshUnknownUnresolved, ExitApproval, AreaServe, "a catalog refresh of this worker has an outcome nobody knows: no further refresh of it until nlx resolve refresh"},
+	{RefreshOutcomeUnknown, ExitApproval, AreaServe, "a catalog refresh wrote to the worker (or was about to) and its acknowledgment was lost: never retried, resolve it"},
+	{ConfigVersionConflict, ExitError, AreaServe, "the worker's private configuration changed under nlx since it read it: nothing was written a second time"},
+	{RefreshUnsupported, ExitError, AreaServe, "the running provider did not take the changed catalog (it did not list the tools again): the worker keeps its tools until its next launch"},
+	{RefreshUnverified, ExitError, AreaServe, "after the refresh the provider's own list of nlx's tools is not the current projection"},
+	{RefreshFailed, ExitError, AreaServe, "a catalog refresh failed before it wrote anything (the message says why)"},
+	{WorkerNotProven, ExitError, AreaServe, "the worker to refresh is not proven to be the same process and connection nlx launched: nothing was sent to it"},
+	{WorkerReleased, ExitError, AreaServe, "the worker was released before its deferred refresh ran: its next launch gets the current tools"},
+	{NoSuchRefresh, ExitError, AreaServe, "no catalog refresh attempt with that id"},
+	{RefreshNotUnknown, ExitError, AreaServe, "nlx resolve refresh named an attempt whose outcome is known, or already resolved"},
 	{EgressProxyUnavailable, ExitError, AreaLaunch, "a launch with egress inference has no proxy: it could not start (nothing is launched), or it died (the sandbox has no network and the turn is interrupted)"},
 
 	{SourceEraUnsupported, ExitError, AreaPreserve, "the OpenClaw installation is of a storage era nlx does not import (names what was found)"},
