@@ -1,0 +1,261 @@
+package toolproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nlx-dev/nlx/internal/reason"
+)
+
+// The MCP versions the proxy speaks with a provider (newest last): it
+// answers initialize with the provider's own when it is one of these, else
+// with the newest.
+var serverVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"}
+
+// instructions are what the proxy's initialize tells the provider's model.
+const instructions = "These are the tools this workspace may use, through nlx. Tools named SERVER__TOOL are SERVER's. " +
+	"When a job's work is done, call nlx_report once with its structured result: nlx records it with the turn."
+
+// session is one provider's MCP client connected to the proxy.
+type session struct {
+	p  *Proxy
+	id int64
+	c  net.Conn
+	r  *lineReader
+	w  *lineWriter
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	initialized bool
+	inflight    map[string]context.CancelFunc // by request id
+}
+
+func newSession(p *Proxy, c net.Conn) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &session{p: p, id: p.sessionSq.Add(1), c: c, r: newLineReader(c), w: &lineWriter{w: c},
+		ctx: ctx, cancel: cancel, inflight: map[string]context.CancelFunc{}}
+}
+
+// serve reads the provider's messages until the connection ends.
+func (s *session) serve() {
+	defer func() {
+		s.cancel()
+		s.wg.Wait()
+		s.c.Close()
+	}()
+	for {
+		line, err := s.r.next()
+		if err != nil {
+			return
+		}
+		var m message
+		if err := json.Unmarshal(line, &m); err != nil {
+			_ = s.w.writeError(json.RawMessage("null"), errParse, "nlx: not a JSON-RPC message: "+err.Error(), nil)
+			continue
+		}
+		switch {
+		case m.isRequest():
+			s.request(&m)
+		case m.Method == methodCancelled:
+			var c struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(m.Params, &c) == nil {
+				s.mu.Lock()
+				cancel := s.inflight[string(c.RequestID)]
+				s.mu.Unlock()
+				if cancel != nil {
+					cancel()
+				}
+			}
+		}
+		// Other notifications (initialized, progress) and responses
+		// (the proxy asks the provider nothing) need no answer.
+	}
+}
+
+// close ends the session.
+func (s *session) close() {
+	s.cancel()
+	s.c.Close()
+}
+
+// ready reports whether the provider initialized the session.
+func (s *session) ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.initialized
+}
+
+// notify sends the provider a notification.
+func (s *session) notify(method string) error {
+	return s.w.writeMessage(notification{JSONRPC: jsonrpcVersion, Method: method})
+}
+
+func (s *session) request(m *message) {
+	switch m.Method {
+	case methodInitialize:
+		s.initialize(m)
+	case methodPing:
+		_ = s.w.writeResult(m.ID, json.RawMessage("{}"))
+	case methodToolsList:
+		s.async(m, s.list)
+	case methodToolsCall:
+		s.async(m, s.call)
+	default:
+		_ = s.w.writeError(m.ID, errMethodNotFound, "nlx's tool proxy does not serve "+m.Method, nil)
+	}
+}
+
+// async handles a request in a goroutine of its own, cancelled by the
+// provider's notifications/cancelled or the session's end.
+func (s *session) async(m *message, handle func(ctx context.Context, m *message)) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	key := string(m.ID)
+	s.mu.Lock()
+	s.inflight[key] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.inflight, key)
+			s.mu.Unlock()
+			cancel()
+		}()
+		handle(ctx, m)
+	}()
+}
+
+func (s *session) initialize(m *message) {
+	var params struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(m.Params, &params)
+	version := serverVersions[len(serverVersions)-1]
+	if slices.Contains(serverVersions, params.ProtocolVersion) {
+		version = params.ProtocolVersion
+	}
+	res := map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{"tools": map[string]bool{"listChanged": true}},
+		"serverInfo":      map[string]string{"name": "nlx", "title": "nlx tools", "version": s.p.version()},
+		"instructions":    instructions,
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		_ = s.w.writeError(m.ID, errInternal, err.Error(), nil)
+		return
+	}
+	s.mu.Lock()
+	s.initialized = true
+	s.mu.Unlock()
+	_ = s.w.writeResult(m.ID, b)
+}
+
+// list answers tools/list with the projection of now.
+func (s *session) list(ctx context.Context, m *message) {
+	pr, err := s.p.Projection(ctx)
+	if err != nil {
+		_ = s.w.writeError(m.ID, errInternal, "nlx could not read the workspace's tools: "+err.Error(), nil)
+		return
+	}
+	n := 12
+	for _, d := range pr.defs {
+		n += len(d) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"tools":[`...)
+	for i, d := range pr.defs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, d...)
+	}
+	b = append(b, "]}"...)
+	if err := s.w.writeResult(m.ID, b); err == nil {
+		s.p.listed(Listing{Session: s.id, At: time.Now(), Projection: pr})
+	}
+}
+
+// call routes tools/call: refused when the workspace may not use the
+// tool now, answered by nlx for its own tools, else passed to the server
+// and its answer passed back. Every call is recorded.
+func (s *session) call(ctx context.Context, m *message) {
+	c := Call{ID: "call-" + strconv.FormatInt(s.p.callSeq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		Turn: s.p.currentTurn(), Started: time.Now()}
+	defer func() {
+		c.Ended = time.Now()
+		s.p.record(c)
+	}()
+	var params callParams
+	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
+		c.Outcome, c.Code, c.Message = CallRefused, reason.InvalidRequest, "tools/call without a tool name"
+		_ = s.w.writeError(m.ID, errInvalidParams, "nlx: tools/call needs params with a name", nil)
+		return
+	}
+	c.Tool = params.Name
+	args := params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	c.ArgsDigest = digest(args)
+	own, srv, tool, err := s.p.route(ctx, params.Name)
+	if err != nil {
+		c.Outcome, c.Code, c.Message = CallRefused, reason.CodeOf(err), err.Error()
+		_ = s.w.writeError(m.ID, errInvalidParams, "nlx: "+err.Error(), map[string]string{"nlx_code": string(c.Code)})
+		return
+	}
+	if own != nil {
+		res, report, isErr := own.call(args)
+		c.Report = report
+		c.Outcome = CallSucceeded
+		if isErr {
+			c.Outcome, c.Message = CallToolError, "the report was refused"
+		}
+		_ = s.w.writeResult(m.ID, res)
+		return
+	}
+	c.Server = srv.Name
+	up, err := s.p.server(ctx, srv)
+	if err != nil {
+		c.Outcome, c.Code, c.Message = CallFailed, reason.CodeOf(err), err.Error()
+		_ = s.w.writeError(m.ID, errInternal, "nlx: "+err.Error(), map[string]string{"nlx_code": string(c.Code)})
+		return
+	}
+	resp, err := up.callTool(ctx, tool, params.Arguments, params.Meta)
+	switch {
+	case err != nil && ctx.Err() != nil && s.ctx.Err() == nil:
+		// The provider cancelled it: it wants no answer.
+		c.Outcome, c.Code, c.Message = CallFailed, reason.TurnCancelled, "cancelled by the provider"
+	case err != nil:
+		c.Outcome, c.Code, c.Message = CallFailed, reason.ToolUnavailable, err.Error()
+		_ = s.w.writeError(m.ID, errInternal, "nlx: "+err.Error(), map[string]string{"nlx_code": string(reason.ToolUnavailable)})
+	case resp.Error != nil:
+		c.Outcome, c.Message = CallFailed, fmt.Sprintf("the tool server answered an error: %v", resp.Error)
+		b, _ := json.Marshal(resp.Error)
+		_ = s.w.write(resultHead, m.ID, errorMid, b, closeBrace)
+	default:
+		c.Outcome = CallSucceeded
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		if json.Unmarshal(resp.Result, &r) == nil && r.IsError {
+			c.Outcome = CallToolError
+		}
+		if len(resp.Result) == 0 {
+			resp.Result = json.RawMessage("{}")
+		}
+		_ = s.w.writeResult(m.ID, resp.Result)
+	}
+}
