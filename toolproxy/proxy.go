@@ -68,7 +68,7 @@ type Outcome string
 
 // The outcomes of a call.
 const (
-	CallSucceeded Outcome = "succeeded" // the tool answered
+	CallSucceeded Outcome = "succeeded"  // the tool answered
 	CallToolError Outcome = "tool_error" // the tool answered with isError
 	CallRefused   Outcome = "refused"    // nlx refused it (Call.Code says why)
 	CallFailed    Outcome = "failed"     // the server failed or went away, or the call was cancelled
