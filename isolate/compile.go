@@ -208,10 +208,20 @@ func compile(req Request) (*specs.Spec, handles, error) {
 			s.Mounts = append(s.Mounts, bind(dir, dir, true))
 			keep(dir, r.take(&r.programFs[i]))
 		}
+		if r.providerHome != "" {
+			s.Mounts = append(s.Mounts, bind(r.providerHome, ProviderHomePath, false))
+			keep(ProviderHomePath, r.take(&r.providerHomeF))
+		}
+		// The sockets live in directories only root writes (so a path is
+		// safe); nlx itself is bound by its handle, once.
 		if req.Egress == EgressInference {
-			// The socket lives in a directory only root writes (so a path
-			// is safe); nlx itself is bound by its handle.
-			s.Mounts = append(s.Mounts, bind(r.socket, egress.SocketPath, false), bind(r.helper, egress.HelperPath, true))
+			s.Mounts = append(s.Mounts, bind(r.socket, egress.SocketPath, false))
+		}
+		if r.toolsSocket != "" {
+			s.Mounts = append(s.Mounts, bind(r.toolsSocket, ToolsSocketPath, false))
+		}
+		if r.helper != "" {
+			s.Mounts = append(s.Mounts, bind(r.helper, egress.HelperPath, true))
 			keep(egress.HelperPath, r.take(&r.helperF))
 		}
 	}
@@ -285,11 +295,17 @@ func environment(req Request, r *resolved) []string {
 	if r.credHome != "" {
 		env["NLX_CREDENTIAL_HOME"] = CredentialPath
 	}
+	if r.providerHome != "" {
+		env["NLX_PROVIDER_HOME"] = ProviderHomePath
+	}
 	if req.Policy == DangerFullAccess {
 		// No boundary: the real paths, and the caller's home.
 		env["NLX_WORKSPACE"] = r.workspace
 		if r.credHome != "" {
 			env["NLX_CREDENTIAL_HOME"] = r.credHome
+		}
+		if r.providerHome != "" {
+			env["NLX_PROVIDER_HOME"] = r.providerHome
 		}
 		env["HOME"] = "/"
 		if h, ok := host["HOME"]; ok {
@@ -332,8 +348,11 @@ type resolved struct {
 	skillFs                                     []*os.File
 	programs                                    []string
 	programFs                                   []*os.File
-	socket, helper                              string // inference egress: the proxy's socket, the bridge's nlx
+	socket, helper                              string // inference egress: the proxy's socket; the bridges' nlx
 	helperF                                     *os.File
+	toolsSocket                                 string // the tool proxy's socket
+	providerHome                                string
+	providerHomeF                               *os.File
 }
 
 // protectedMount is a read-only path inside the workspace (dst, as the
@@ -355,7 +374,7 @@ func (r *resolved) close() {
 	if r == nil {
 		return
 	}
-	for _, f := range slices.Concat([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF, r.helperF}, r.skillFs, r.programFs) {
+	for _, f := range slices.Concat([]*os.File{r.workspaceF, r.credHomeF, r.rootfsF, r.resolvConfF, r.helperF, r.providerHomeF}, r.skillFs, r.programFs) {
 		if f != nil {
 			f.Close()
 		}
@@ -441,18 +460,40 @@ func check(req Request) (*resolved, error) {
 		return nil, err
 	}
 	if req.Egress == EgressInference {
-		if r.socket, r.helper, r.helperF, err = checkProxy(*req.Proxy, req.RootFS != ""); err != nil {
+		if r.socket, r.helper, r.helperF, err = checkProxy(*req.Proxy, req.RootFS != "", reason.EgressProxyUnavailable); err != nil {
 			return nil, err
 		}
 	}
-	bound := []string{r.workspace, r.credHome, r.rootfs}
+	if req.Tools != nil {
+		var helper string
+		var f *os.File
+		if r.toolsSocket, helper, f, err = checkProxy(*req.Tools, req.RootFS != "", reason.ToolsProxyUnavailable); err != nil {
+			return nil, err
+		}
+		switch {
+		case r.helper == "":
+			r.helper, r.helperF = helper, f
+		case helper != r.helper:
+			f.Close()
+			return nil, refuse(reason.InvalidRequest, "the egress and tool proxies name two helpers (%s, %s): one nlx runs both bridges", r.helper, helper)
+		default:
+			f.Close()
+		}
+	}
+	if req.ProviderHome != "" {
+		if r.providerHome, r.providerHomeF, err = checkDir(req.ProviderHome); err != nil {
+			return nil, refuse(reason.InvalidRequest, "the provider home: %v", err)
+		}
+		if overlaps(r.providerHome, r.workspace) || (credRoot != "" && overlaps(r.providerHome, credRoot)) {
+			return nil, refuse(reason.InvalidRequest, "the provider home %s overlaps the workspace or the credential root", r.providerHome)
+		}
+	}
+	bound := []string{r.workspace, r.credHome, r.rootfs, r.providerHome}
 	for _, sk := range r.skills {
 		bound = append(bound, sk.Dir)
 	}
 	bound = append(bound, r.programs...)
-	if r.socket != "" {
-		bound = append(bound, r.socket, r.helper)
-	}
+	bound = append(bound, r.socket, r.toolsSocket, r.helper)
 	for _, p := range bound {
 		if p == "" {
 			continue
@@ -780,18 +821,19 @@ func checkPrograms(req Request, credRoot, workspace string) (_ []string, files [
 	return out, files, nil
 }
 
-// checkProxy checks an inference launch's proxy socket (a socket, its
-// path absolute) and opens the helper nlx (a regular file; statically
-// linked when it runs in an image root, which has no host libc).
-func checkProxy(p Proxy, inImage bool) (socket, helper string, f *os.File, err error) {
+// checkProxy checks a launch's proxy socket (a socket, its path
+// absolute; missing is code) and opens the helper nlx (a regular file;
+// statically linked when it runs in an image root, which has no host
+// libc).
+func checkProxy(p Proxy, inImage bool, code reason.Code) (socket, helper string, f *os.File, err error) {
 	if !filepath.IsAbs(p.Socket) || !filepath.IsAbs(p.Helper) {
 		return "", "", nil, refuse(reason.InvalidRequest, "the proxy socket %q and helper %q must be absolute", p.Socket, p.Helper)
 	}
 	if fi, err := os.Lstat(p.Socket); err != nil || fi.Mode().Type() != os.ModeSocket {
-		return "", "", nil, refuse(reason.EgressProxyUnavailable, "the proxy socket %s is not a listening socket (%v)", p.Socket, err)
+		return "", "", nil, refuse(code, "the proxy socket %s is not a listening socket (%v)", p.Socket, err)
 	}
 	if f, err = openFile(p.Helper); err != nil {
-		return "", "", nil, refuse(reason.InvalidRequest, "the egress helper %s: %v", p.Helper, err)
+		return "", "", nil, refuse(reason.InvalidRequest, "the helper %s: %v", p.Helper, err)
 	}
 	if helper, err = realPath(f); err != nil {
 		f.Close()
@@ -800,7 +842,7 @@ func checkProxy(p Proxy, inImage bool) (socket, helper string, f *os.File, err e
 	if inImage {
 		if dynamic, err := dynamicallyLinked(helper); err != nil || dynamic {
 			f.Close()
-			return "", "", nil, refuse(reason.InvalidRequest, "the egress helper %s is dynamically linked and cannot run in an image root: "+
+			return "", "", nil, refuse(reason.InvalidRequest, "the helper %s is dynamically linked and cannot run in an image root: "+
 				"build nlx with CGO_ENABLED=0 (make build does)", helper)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/nlx-dev/nlx/egress"
+	"github.com/nlx-dev/nlx/toolproxy"
 
 	"github.com/nlx-dev/nlx/internal/testtool"
 	"golang.org/x/sys/unix"
@@ -16,6 +17,8 @@ func TestMain(m *testing.M) {
 	// The test binary is also the egress helper (the proxy, the bridge,
 	// the runc loopback hook), as nlx is.
 	egress.Main()
+	// And the tool bridge.
+	toolproxy.Main()
 	if os.Getenv(probeEnv) == "1" {
 		probeSyscalls()
 		os.Exit(0)

@@ -312,9 +312,10 @@ func checkReach(s *specs.Spec, u specs.User) error {
 var rootFSMountPoints = []string{"proc", "dev", "tmp", "home", "root", strings.TrimPrefix(WorkspacePath, "/"), strings.TrimPrefix(SkillsPath, "/"),
 	strings.TrimPrefix(path.Dir(egress.SocketPath), "/")}
 
-// rootFSFileMountPoints are the files a launch with inference egress
-// mounts on: empty files PrepareRootFS makes.
-var rootFSFileMountPoints = []string{strings.TrimPrefix(egress.SocketPath, "/"), strings.TrimPrefix(egress.HelperPath, "/")}
+// rootFSFileMountPoints are the files a launch with inference egress or a
+// tool proxy mounts on: empty files PrepareRootFS makes.
+var rootFSFileMountPoints = []string{strings.TrimPrefix(egress.SocketPath, "/"), strings.TrimPrefix(egress.HelperPath, "/"),
+	strings.TrimPrefix(ToolsSocketPath, "/")}
 
 // PrepareRootFS makes the mount points a launch needs in an unpacked image
 // root (empty directories, root's, mode 0755), so that either backend can

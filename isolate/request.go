@@ -1,6 +1,9 @@
 package isolate
 
-import "github.com/nlx-dev/nlx/internal/reason"
+import (
+	"github.com/nlx-dev/nlx/egress"
+	"github.com/nlx-dev/nlx/internal/reason"
+)
 
 // Policy is a workspace's filesystem policy.
 type Policy string
@@ -50,6 +53,12 @@ const (
 	HomePath       = "/home/nlx"
 	CredentialPath = "/home/nlx/.credentials"
 	SkillsPath     = "/opt/nlx/skills"
+	// ProviderHomePath is where Request.ProviderHome is bound (and what
+	// NLX_PROVIDER_HOME names).
+	ProviderHomePath = "/home/nlx/.provider"
+	// ToolsSocketPath is where the launch's tool proxy socket is bound;
+	// nlx itself, which runs the bridge to it, is at egress.HelperPath.
+	ToolsSocketPath = "/run/nlx/tools.sock"
 )
 
 // Annotations Compile puts on every spec.
@@ -80,6 +89,10 @@ type Request struct {
 	Egress Egress
 	// Proxy is the launch's egress proxy, required with EgressInference.
 	Proxy *Proxy
+	// Tools is the launch's tool proxy, nlx's MCP server: its socket is
+	// bound at ToolsSocketPath and nlx, which runs the bridge to it, at
+	// egress.HelperPath (ToolPaths says where the sandbox finds them).
+	Tools *Proxy
 
 	// CredentialRoot holds every owner's credential homes; CredentialHome
 	// is the selected one, relative to it ("alice/claude"). No component
@@ -91,6 +104,12 @@ type Request struct {
 	// Skills are the skill packages this workspace may use (already
 	// filtered by team and owner), mounted read-only under SkillsPath.
 	Skills []SkillMount
+
+	// ProviderHome is a directory of this launch's own on the host (the
+	// provider's private configuration), bound read-write at
+	// ProviderHomePath; "" binds none. It must lie outside the workspace
+	// and the credential root.
+	ProviderHome string
 
 	// Programs are directories holding the program that runs (a
 	// provider's installation: its npm package tree), bound read-only at
@@ -124,15 +143,29 @@ type Request struct {
 	User *User
 }
 
-// Proxy is where a launch with EgressInference reaches its proxy.
+// Proxy is where a launch reaches one of its proxies: the egress proxy
+// (Request.Proxy) or the tool proxy (Request.Tools).
 type Proxy struct {
 	// Socket is the proxy's Unix socket on the host, in a directory only
-	// root writes; bound at egress.SocketPath.
+	// root writes; bound at egress.SocketPath (or ToolsSocketPath).
 	Socket string
 	// Helper is the nlx executable that runs the bridge, bound read-only
 	// at egress.HelperPath. In an image root it must be statically linked
 	// (CGO_ENABLED=0): the image has no host libc.
 	Helper string
+}
+
+// ToolPaths are where the sandbox of req finds nlx (which runs the tool
+// bridge) and the tool proxy's socket: the paths they are bound at, or
+// under danger_full_access, which binds nothing, their host paths.
+func (req *Request) ToolPaths() (helper, socket string) {
+	if req.Tools == nil {
+		return "", ""
+	}
+	if req.Policy == DangerFullAccess {
+		return req.Tools.Helper, req.Tools.Socket
+	}
+	return egress.HelperPath, ToolsSocketPath
 }
 
 // User is a host user and group, by number.
