@@ -28,6 +28,7 @@ import "embed"
 //go:embed schema/*.go schema/schema.cue
 //go:embed serve/*.go
 //go:embed state/*.go state/migrations/*.sql
+//go:embed toolproxy/*.go
 //go:embed turn/*.go
 var Source embed.FS
 

@@ -88,6 +88,16 @@ func DefaultCredentialRoot(statePath string) string {
 	return filepath.Join(filepath.Dir(statePath), "credentials")
 }
 
+// DefaultWorkerRoot is $NLX_WORKER_ROOT, else "workers" beside the state
+// file: the private homes of provider workers (a Codex worker's own
+// CODEX_HOME), one per conversation.
+func DefaultWorkerRoot(statePath string) string {
+	if r := os.Getenv("NLX_WORKER_ROOT"); r != "" {
+		return r
+	}
+	return filepath.Join(filepath.Dir(statePath), "workers")
+}
+
 // Dir is the directory of workspace name.
 func (h *Effects) Dir(name string) string { return filepath.Join(h.WorkspaceRoot, name) }
 

@@ -86,6 +86,8 @@ type Host struct {
 	// SkillRoot holds the skill packages apply installed, as
 	// SkillRoot/NAME/HEX where HEX is the package digest's.
 	SkillRoot string
+	// WorkerRoot holds provider workers' private homes.
+	WorkerRoot string
 }
 
 // Target names what to launch.

@@ -19,6 +19,7 @@ func HostFor(statePath string) (Host, error) {
 		{&h.WorkspaceRoot, host.DefaultWorkspaceRoot(statePath)},
 		{&h.CredentialRoot, host.DefaultCredentialRoot(statePath)},
 		{&h.SkillRoot, host.DefaultSkillRoot(statePath)},
+		{&h.WorkerRoot, host.DefaultWorkerRoot(statePath)},
 	} {
 		abs, err := filepath.Abs(r.src)
 		if err != nil {

@@ -178,6 +178,10 @@ type Turn struct {
 	// Resume is the native session handle to continue ("" starts a new
 	// session).
 	Resume string
+	// Tools is nlx's MCP server for the launch (nil: none). An adapter
+	// whose program takes it on its command line (Claude Code) adds it
+	// there; Codex finds it in its private home (PrivateHome).
+	Tools *MCPServer
 }
 
 // Pipes are the provider program's stdio, as the adapter drives it.
@@ -262,3 +266,79 @@ func Cause(ctx context.Context) *Error {
 	}
 	return &Error{Code: reason.TurnCancelled, Message: "the turn was cancelled"}
 }
+
+// MCPServer is the one MCP server a provider launch is given: nlx's tool
+// proxy, reached through nlx's bridge inside the sandbox. A provider's
+// configuration never names another.
+type MCPServer struct {
+	// Name is the server's name as the provider knows it ("nlx"): its
+	// tools are mcp__NAME__TOOL to Claude Code, the mcp__NAME namespace
+	// to Codex.
+	Name    string
+	Command string
+	Args    []string
+	Env     map[string]string
+}
+
+// ToolsServerName is the name of nlx's MCP server in every provider's
+// configuration.
+const ToolsServerName = "nlx"
+
+// PrivateHome is an adapter whose program keeps its configuration in a
+// home of its own (Codex's CODEX_HOME): nlx gives each worker a private
+// one, made before the launch from the owner's configuration, which is
+// never edited; the owner's sign-in stays the owner's.
+type PrivateHome interface {
+	// HomeEnv is the variable naming the program's home.
+	HomeEnv() string
+	// HomeFiles are a worker's private home: each file's content, made
+	// from the owner's configuration (nil when the owner has none) with
+	// server as its only MCP server, and the links (name -> target) to
+	// the owner's sign-in in credentialHome, the owner's home as the
+	// sandbox sees it.
+	HomeFiles(ownerConfig []byte, server MCPServer, credentialHome string) (files map[string][]byte, links map[string]string, err error)
+	// OwnerConfig is the file of the owner's home HomeFiles reads.
+	OwnerConfig() string
+}
+
+// ConfigVersion is a program's writable configuration layer as it reports
+// it: its version and its file.
+type ConfigVersion struct {
+	Version string
+	File    string
+}
+
+// ConfigWriter is a Session whose program takes a changed MCP server
+// entry through its own connection, between turns, without a turn (Codex's
+// app-server: config/read, config/batchWrite, config/mcpServer/reload,
+// mcpServerStatus/list). Its methods must not run during a turn, nor
+// concurrently.
+type ConfigWriter interface {
+	// ReadConfig returns the program's writable (user) layer.
+	ReadConfig(ctx context.Context) (ConfigVersion, error)
+	// WriteMCPServer sends server's entry in one edit, expecting the
+	// layer at version; its Answer is the layer's new version. A layer
+	// changed since is ErrConfigConflict (nothing was written); an answer
+	// that does not come before the Answer's ctx ends (or the program
+	// exits) is ErrNoAnswer: nobody knows whether it was written.
+	WriteMCPServer(server MCPServer, version string) (Answer, error)
+	// ReloadMCPServers asks the program to read its MCP configuration
+	// again; ErrNoAnswer as WriteMCPServer.
+	ReloadMCPServers() (Answer, error)
+	// MCPServerTools lists the tools the program finds at its MCP server
+	// name now, from its configuration (a fresh discovery), sorted.
+	MCPServerTools(ctx context.Context, name string) ([]string, error)
+}
+
+// Answer waits for the answer to a request already sent: nlx records
+// that it was sent before it waits. A ctx that has ended when Answer is
+// called is ErrNoAnswer at once, whatever came meanwhile.
+type Answer func(ctx context.Context) (string, error)
+
+// ErrConfigConflict is a configuration write refused because the layer
+// changed since it was read.
+var ErrConfigConflict = reason.New(reason.ConfigVersionConflict, "the configuration changed since nlx read it")
+
+// ErrNoAnswer is a request to the program whose answer never came: what
+// it asked for may or may not have happened.
+var ErrNoAnswer = reason.New(reason.RefreshOutcomeUnknown, "the program did not answer")

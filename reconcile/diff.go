@@ -79,6 +79,7 @@ func Desired(cfg *schema.Config) ([]Resource, error) {
 	each(schema.KindHost, []string{schema.HostName}, func(string) any { return host })
 	each(schema.KindProvider, slices.Sorted(maps.Keys(cfg.Providers)), func(n string) any { return cfg.Providers[n] })
 	each(schema.KindImage, slices.Sorted(maps.Keys(cfg.Images)), func(n string) any { return cfg.Images[n] })
+	each(schema.KindTool, slices.Sorted(maps.Keys(cfg.Tools)), func(n string) any { return cfg.Tools[n] })
 	each(schema.KindWorkspace, slices.Sorted(maps.Keys(cfg.Workspaces)), func(n string) any { return cfg.Workspaces[n] })
 	each(schema.KindConnection, slices.Sorted(maps.Keys(cfg.Connections)), func(n string) any { return cfg.Connections[n] })
 	each(schema.KindSkill, slices.Sorted(maps.Keys(cfg.Skills)), func(n string) any { return cfg.Skills[n] })
@@ -93,6 +94,7 @@ var immutable = map[schema.Kind][]string{
 	schema.KindProvider:     {"kind"},
 	schema.KindWorkspace:    {"team", "kind", "owner"},
 	schema.KindConnection:   {"scope", "workspace"},
+	schema.KindTool:         {"scope", "owner"},
 	schema.KindSkill:        {"scope", "owner"},
 	schema.KindJob:          {"workspace"},
 	schema.KindPreservation: {"source", "workspace"},
@@ -109,8 +111,8 @@ func forcesReplace(kind schema.Kind, path string) bool {
 
 // Diff compares desired and actual resources and returns the changes, in the
 // order apply carries them out: creates, updates and replaces by dependency
-// rank (providers and images, workspaces, connections and skills, jobs,
-// preservations), then deletes in reverse rank. Within a rank, by address.
+// rank (providers, images and tools, workspaces, connections and skills,
+// jobs, preservations), then deletes in reverse rank. Within a rank, by address.
 func Diff(desired, actual []Resource) ([]plan.Change, error) {
 	have := make(map[string]*Resource, len(actual))
 	for i := range actual {

@@ -78,6 +78,27 @@ func TestDiffActions(t *testing.T) {
 			diff:    []plan.FieldDiff{{Path: "source.path", Before: json.RawMessage(`"/a"`), After: json.RawMessage(`"/b"`), ForcesReplace: true}},
 		},
 		{
+			name:    "replace when a tool's owner changes",
+			desired: []Resource{res(schema.KindTool, "t", `{"command":["x"],"egress":"none","owner":"bob","scope":"personal"}`)},
+			actual:  []Resource{res(schema.KindTool, "t", `{"command":["x"],"egress":"none","owner":"ann","scope":"personal"}`)},
+			action:  plan.Replace,
+			diff:    []plan.FieldDiff{{Path: "owner", Before: json.RawMessage(`"ann"`), After: json.RawMessage(`"bob"`), ForcesReplace: true}},
+		},
+		{
+			name:    "replace when a tool's scope changes",
+			desired: []Resource{res(schema.KindTool, "t", `{"command":["x"],"egress":"none","owner":"core","scope":"personal"}`)},
+			actual:  []Resource{res(schema.KindTool, "t", `{"command":["x"],"egress":"none","owner":"core","scope":"team"}`)},
+			action:  plan.Replace,
+			diff:    []plan.FieldDiff{{Path: "scope", Before: json.RawMessage(`"team"`), After: json.RawMessage(`"personal"`), ForcesReplace: true}},
+		},
+		{
+			name:    "a tool's command updates in place",
+			desired: []Resource{res(schema.KindTool, "t", `{"command":["x","-v"],"egress":"none","owner":"core","scope":"team"}`)},
+			actual:  []Resource{res(schema.KindTool, "t", `{"command":["x"],"egress":"none","owner":"core","scope":"team"}`)},
+			action:  plan.Update,
+			diff:    []plan.FieldDiff{{Path: "command", Before: json.RawMessage(`["x"]`), After: json.RawMessage(`["x","-v"]`)}},
+		},
+		{
 			name:    "the same field of another kind updates in place",
 			desired: []Resource{res(schema.KindConnection, "c", `{"owner":"bob"}`)},
 			actual:  []Resource{res(schema.KindConnection, "c", `{"owner":"ann"}`)},
@@ -210,6 +231,63 @@ func TestDiffOrder(t *testing.T) {
 	}
 	if s := plan.Summarize(changes); s != (plan.Summary{Add: 5, Change: 3, Destroy: 5}) {
 		t.Errorf("summary: got %+v", s)
+	}
+}
+
+// TestDiffOrderTools: a tool is created before the workspace granted it
+// and deleted after the workspace that stops granting it, whatever their
+// names.
+func TestDiffOrderTools(t *testing.T) {
+	desired := []Resource{
+		res(schema.KindWorkspace, "a-granted", `{"tools":["z-new"]}`),
+		res(schema.KindTool, "z-new", `{"command":["x"]}`),
+		res(schema.KindWorkspace, "b-ungranted", `{}`),
+	}
+	actual := []Resource{
+		res(schema.KindWorkspace, "a-granted", `{}`),
+		res(schema.KindWorkspace, "b-ungranted", `{"tools":["a-old"]}`),
+		res(schema.KindTool, "a-old", `{"command":["x"]}`),
+	}
+	changes, err := Diff(desired, actual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, string(c.Action)+" "+c.Address)
+	}
+	want := []string{"create tool.z-new", "update workspace.a-granted", "update workspace.b-ungranted", "delete tool.a-old"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("order:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// TestDesiredTools: tools are resources tool.NAME, sorted, after the
+// images and before the workspaces that may be granted them.
+func TestDesiredTools(t *testing.T) {
+	cfg := &schema.Config{
+		Images:     map[string]*schema.Image{"img": {Ref: "r:1"}},
+		Tools:      map[string]*schema.Tool{"web": {Command: []string{"mcp-fetch"}, Egress: "full", Scope: "team", Owner: "core"}, "git": {URL: "http://127.0.0.1:1", Egress: "none", Scope: "team", Owner: "core"}},
+		Workspaces: map[string]*schema.Workspace{"core": {Team: "core", Kind: "team", Tools: []string{"git", "web"}}},
+		Skills:     map[string]*schema.Skill{"s": {}},
+	}
+	rs, err := Desired(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Address())
+	}
+	want := []string{"host.config", "image.img", "tool.git", "tool.web", "workspace.core", "skill.s"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("desired:\ngot  %q\nwant %q", got, want)
+	}
+	if spec := string(rs[3].Spec); spec != `{"command":["mcp-fetch"],"egress":"full","scope":"team","owner":"core"}` {
+		t.Errorf("tool.web's spec: %s", spec)
+	}
+	if spec := string(rs[4].Spec); !strings.Contains(spec, `"tools":["git","web"]`) {
+		t.Errorf("workspace.core's spec lacks its tools: %s", spec)
 	}
 }
 

@@ -192,6 +192,14 @@ func (a *assessor) assess() error {
 		a.connection(before, after)
 	case schema.KindSkill:
 		destroys("skill")
+	case schema.KindTool:
+		// A tool holds nothing: deleting or replacing one destroys
+		// nothing, and no workspace may still be granted it.
+		before, after, err := specs(c, a.desired.Tools)
+		if err != nil || before == nil || after == nil {
+			return err
+		}
+		a.tool(before, after)
 	case schema.KindJob:
 		destroys("job")
 		before, after, err := specs(c, a.desired.Jobs)
@@ -248,6 +256,9 @@ func (a *assessor) workspace(before, after *schema.Workspace) {
 	if schema.EgressWider(after.Network.Egress, before.Network.Egress) {
 		a.risk(plan.RiskPermissionWidening, "network egress grows from %s to %s", before.Network.Egress, after.Network.Egress)
 	}
+	if granted := newEntries(before.Tools, after.Tools); len(granted) > 0 {
+		a.risk(plan.RiskPermissionWidening, "tools granted: %s", strings.Join(granted, ", "))
+	}
 	for _, m := range slices.Sorted(maps.Keys(after.Members)) {
 		switch old, ok := before.Members[m]; {
 		case !ok:
@@ -264,6 +275,38 @@ func (a *assessor) workspace(before, after *schema.Workspace) {
 	}
 	if after.ChatReset == "per_run" && before.ChatReset != "per_run" {
 		a.risk(plan.RiskDestructive, "chat reset: conversations are discarded after every run (was %s)", before.ChatReset)
+	}
+}
+
+// tool makes a change of what a tool runs (its command, its env and
+// secrets) or of where it connects (its url and endpoint) permission
+// widening: every workspace granted the tool gets what it now does. So is
+// its command's egress growing.
+func (a *assessor) tool(before, after *schema.Tool) {
+	var runs, connects []string
+	if !slices.Equal(before.Command, after.Command) {
+		runs = append(runs, "command")
+	}
+	if !maps.Equal(before.Env, after.Env) {
+		runs = append(runs, "env")
+	}
+	if !maps.Equal(before.Secrets, after.Secrets) {
+		runs = append(runs, "secrets")
+	}
+	if before.URL != after.URL {
+		connects = append(connects, "url")
+	}
+	if before.Endpoint != after.Endpoint {
+		connects = append(connects, "endpoint")
+	}
+	if len(runs) > 0 {
+		a.risk(plan.RiskPermissionWidening, "tool %s changes what it runs: %s", a.c.Name, strings.Join(runs, ", "))
+	}
+	if len(connects) > 0 {
+		a.risk(plan.RiskPermissionWidening, "tool %s changes where it connects: %s", a.c.Name, strings.Join(connects, ", "))
+	}
+	if schema.EgressWider(after.Egress, before.Egress) {
+		a.risk(plan.RiskPermissionWidening, "tool %s's egress grows from %s to %s", a.c.Name, before.Egress, after.Egress)
 	}
 }
 

@@ -62,10 +62,14 @@ var reSecretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|api_?key|pr
 // would end up in the state, in plans and in images. The value is never
 // shown.
 func (l *loader) checkEnv(env map[string]string, field, name string) {
+	give := "give a reference"
+	if field == "tools" {
+		give = "give it in secrets, as a reference" // a tool's env is passed as written
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if reSecretName.MatchString(k) && !reSecretRef.MatchString(env[k]) {
 			l.addAt(at(field, name, "env", k), reason.RawSecretValue,
-				"%s looks like a credential; give a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown", k)
+				"%s looks like a credential; %s (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown", k, give)
 		}
 	}
 }
@@ -118,6 +122,9 @@ func (l *loader) check(cfg *Config) {
 				}
 			}
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Tools)) {
+		l.checkTool(name, cfg.Tools[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Workspaces)) {
 		l.checkWorkspace(cfg, name, cfg.Workspaces[name])
@@ -199,6 +206,45 @@ func (l *loader) checkWorkspace(cfg *Config, name string, w *Workspace) {
 	}
 	for i, s := range w.Skills {
 		l.checkSkillUse(cfg, w, s, at("workspaces", name, "skills", i))
+	}
+	for i, t := range w.Tools {
+		if j := slices.Index(w.Tools, t); j < i {
+			l.addAt(at("workspaces", name, "tools", i), reason.InvalidValue, "tool %q is granted twice (also at tools[%d])", t, j)
+			continue
+		}
+		l.checkToolUse(cfg, w, t, at("workspaces", name, "tools", i))
+	}
+}
+
+// checkTool checks what CUE cannot say of a tool: its command names a
+// program, no credential is written into its environment, and no variable
+// is both config and a secret.
+func (l *loader) checkTool(name string, t *Tool) {
+	if len(t.Command) > 0 && t.Command[0] == "" {
+		l.addAt(at("tools", name, "command", 0), reason.InvalidValue, "the command's first element is the program to run; it is empty")
+	}
+	l.checkEnv(t.Env, "tools", name)
+	for _, k := range slices.Sorted(maps.Keys(t.Secrets)) {
+		if _, ok := t.Env[k]; ok {
+			l.addAt(at("tools", name, "secrets", k), reason.InvalidValue, "%s is set in env too: a variable is either config (env) or read from a secret (secrets)", k)
+		}
+	}
+}
+
+// checkToolUse checks that workspace w may be granted tool t, by the rule
+// of skills (checkSkillUse): a team tool belongs to w's team; a personal
+// tool only to the owner of a personal workspace.
+func (l *loader) checkToolUse(cfg *Config, w *Workspace, t string, sel []cue.Selector) {
+	tool := cfg.Tools[t]
+	switch {
+	case tool == nil:
+		l.addAt(sel, reason.DanglingReference, "no tool %q", t)
+	case tool.Scope == "team" && tool.Owner != w.Team:
+		l.addAt(sel, reason.ToolScopeMismatch, "team tool %q belongs to team %q, not to this workspace's team %q", t, tool.Owner, w.Team)
+	case tool.Scope == "personal" && w.Kind != "personal":
+		l.addAt(sel, reason.ToolScopeMismatch, "personal tool %q cannot be granted to team workspace", t)
+	case tool.Scope == "personal" && tool.Owner != w.Owner:
+		l.addAt(sel, reason.ToolScopeMismatch, "personal tool %q belongs to %q, not to this workspace's owner %q", t, tool.Owner, w.Owner)
 	}
 }
 

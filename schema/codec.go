@@ -19,7 +19,7 @@ import (
 
 // resultVersion starts every result: parent and child are the same binary,
 // but a mismatch must fail loudly, not decode garbage.
-const resultVersion = "nlx-load-result-6\n"
+const resultVersion = "nlx-load-result-7\n"
 
 const (
 	resultConfig = 'C' // a *Config
@@ -190,6 +190,7 @@ func (e *encoder) config(c *Config) {
 	encPtr(e, c.Host, (*encoder).host)
 	encMap(e, c.Providers, func(e *encoder, p *Provider) { encPtr(e, p, (*encoder).provider) })
 	encMap(e, c.Images, func(e *encoder, p *Image) { encPtr(e, p, (*encoder).image) })
+	encMap(e, c.Tools, func(e *encoder, p *Tool) { encPtr(e, p, (*encoder).tool) })
 	encMap(e, c.Workspaces, func(e *encoder, p *Workspace) { encPtr(e, p, (*encoder).workspace) })
 	encMap(e, c.Connections, func(e *encoder, p *Connection) { encPtr(e, p, (*encoder).connection) })
 	encMap(e, c.Skills, func(e *encoder, p *Skill) { encPtr(e, p, (*encoder).skill) })
@@ -203,6 +204,7 @@ func (d *decoder) config(c *Config) {
 	c.Host = decPtr(d, (*decoder).host)
 	c.Providers = decMap(d, func(d *decoder) *Provider { return decPtr(d, (*decoder).provider) })
 	c.Images = decMap(d, func(d *decoder) *Image { return decPtr(d, (*decoder).image) })
+	c.Tools = decMap(d, func(d *decoder) *Tool { return decPtr(d, (*decoder).tool) })
 	c.Workspaces = decMap(d, func(d *decoder) *Workspace { return decPtr(d, (*decoder).workspace) })
 	c.Connections = decMap(d, func(d *decoder) *Connection { return decPtr(d, (*decoder).connection) })
 	c.Skills = decMap(d, func(d *decoder) *Skill { return decPtr(d, (*decoder).skill) })
@@ -304,6 +306,24 @@ func (d *decoder) image(im *Image) {
 	im.Output, im.Registry, im.Digest = d.str(), d.str(), d.str()
 }
 
+func (e *encoder) tool(t *Tool) {
+	encStrings(e, t.Command)
+	e.str(t.URL)
+	e.str(t.Endpoint)
+	encStringMap(e, t.Env)
+	encStringMap(e, t.Secrets)
+	e.str(t.Egress)
+	e.str(t.Scope)
+	e.str(t.Owner)
+}
+
+func (d *decoder) tool(t *Tool) {
+	t.Command = decStrings(d)
+	t.URL, t.Endpoint = d.str(), d.str()
+	t.Env, t.Secrets = decStringMap(d), decStringMap(d)
+	t.Egress, t.Scope, t.Owner = d.str(), d.str(), d.str()
+}
+
 func (e *encoder) workspace(w *Workspace) {
 	e.str(w.Team)
 	e.str(w.Kind)
@@ -316,6 +336,7 @@ func (e *encoder) workspace(w *Workspace) {
 	e.uint(math.Float64bits(w.Limits.CPU))
 	e.int(w.Limits.Pids)
 	encStrings(e, w.Skills)
+	encStrings(e, w.Tools)
 	e.str(w.Network.Egress)
 	e.str(w.ImageDigest)
 	e.str(w.IdleRelease)
@@ -326,6 +347,7 @@ func (d *decoder) workspace(w *Workspace) {
 	w.Members = decStringMap(d)
 	w.Limits = Limits{Memory: d.str(), CPU: math.Float64frombits(d.uint()), Pids: d.int()}
 	w.Skills = decStrings(d)
+	w.Tools = decStrings(d)
 	w.Network = Network{Egress: d.str()}
 	w.ImageDigest = d.str()
 	w.IdleRelease = d.str()

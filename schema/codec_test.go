@@ -72,6 +72,13 @@ func TestResultRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tools, err := Load(context.Background(), "testdata/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) == 0 || len(tools.Workspaces["core"].Tools) == 0 {
+		t.Fatal("testdata/base grants no tools")
+	}
 	full, empty := &Config{}, &Config{}
 	var n int
 	fill(t, reflect.ValueOf(full).Elem(), &n, false)
@@ -88,6 +95,12 @@ func TestResultRoundTrip(t *testing.T) {
 		err  error
 	}{
 		{"a real config", real, nil},
+		{"a config with tools granted", tools, nil},
+		{"a tool of each form", &Config{Tools: map[string]*Tool{
+			"cmd":  {Command: []string{"mcp-x", ""}, Env: map[string]string{}, Secrets: map[string]string{"T": "env:T"}, Egress: "full", Scope: "personal", Owner: "ana"},
+			"http": {URL: "http://127.0.0.1:1/mcp", Egress: "none", Scope: "team", Owner: "core"},
+			"unix": {URL: "unix:///s.sock", Endpoint: "/mcp", Scope: "team", Owner: "core"},
+		}, Workspaces: map[string]*Workspace{"w": {Tools: []string{"cmd", "http"}}, "v": {Tools: []string{}}}}, nil},
 		{"every field set", full, nil},
 		{"every map and slice empty", empty, nil},
 		{"a nil resource", nilMaps, nil},

@@ -61,3 +61,14 @@ func (j *Job) UnmarshalJSON(b []byte) error {
 	*j = Job(x)
 	return nil
 }
+
+// UnmarshalJSON fills the schema's default egress of a tool.
+func (t *Tool) UnmarshalJSON(b []byte) error {
+	type plain Tool
+	x := plain{Egress: "none"}
+	if err := json.Unmarshal(b, &x); err != nil {
+		return err
+	}
+	*t = Tool(x)
+	return nil
+}

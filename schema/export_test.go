@@ -71,6 +71,16 @@ func TestExportedSchemaVetsData(t *testing.T) {
 		{"cron without timezone", func(m map[string]any) {
 			job(m, "nightly-digest")["schedule"] = map[string]any{"cron": "0 7 * * *"}
 		}, "timezone: field is required"},
+		{"a tool granted", func(m map[string]any) {
+			tool(m)["secrets"] = map[string]any{"GH_TOKEN": "env:GH_TOKEN"}
+			m["workspaces"].(map[string]any)["platform"].(map[string]any)["tools"] = []any{"git"}
+		}, ""},
+		{"a tool with a command and a url", func(m map[string]any) { tool(m)["url"] = "http://127.0.0.1:9000/mcp" }, "a tool is a command or a url, not both"},
+		{"an unknown field in a tool", func(m map[string]any) { tool(m)["colour"] = "red" }, "colour: field not allowed"},
+		{"a tool's url off the loopback", func(m map[string]any) {
+			delete(tool(m), "command")
+			tool(m)["url"] = "http://example.com/mcp"
+		}, "url: invalid value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,6 +162,57 @@ func TestExportedSchemaNeverPrintsASecret(t *testing.T) {
 			t.Errorf("secret %q refused: %v", ref, err)
 		}
 	}
+}
+
+// TestExportedSchemaNeverPrintsAToolSecret: the same of a tool's secrets,
+// an entry of any kind or the whole field.
+func TestExportedSchemaNeverPrintsAToolSecret(t *testing.T) {
+	vet := exportedVet(t)
+	tests := []struct {
+		name    string
+		secrets any
+		shown   string // what must not be printed
+	}{
+		{"a string", map[string]any{"GH_TOKEN": "sk-live-0123456789abcdef"}, "sk-live"},
+		{"a number", map[string]any{"GH_TOKEN": 987654321}, "987654321"},
+		{"a boolean", map[string]any{"GH_TOKEN": true}, "true"},
+		{"null", map[string]any{"GH_TOKEN": nil}, "null"},
+		{"a struct", map[string]any{"GH_TOKEN": map[string]any{"key": "sk-live-in-a-struct"}}, "sk-live"},
+		{"a list", map[string]any{"GH_TOKEN": []any{"sk-live-in-a-list"}}, "sk-live"},
+		{"a reference that almost is one", map[string]any{"GH_TOKEN": "env:"}, `"env:"`},
+		{"secrets that are a string", "sk-live-0123456789abcdef", "sk-live"},
+		{"secrets that are a list", []any{"sk-live-in-a-list"}, "sk-live"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := exportedData(t, "../examples/pi-team")
+			tool(m)["secrets"] = tt.secrets
+			err := vet(m)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			printed := cueerrors.Details(err, nil)
+			if !strings.Contains(printed, "tools.git") || !strings.Contains(printed, "the value is not shown") {
+				t.Errorf("the refusal does not say what is refused:\n%s", printed)
+			}
+			if strings.Contains(printed, tt.shown) {
+				t.Errorf("cue prints the value:\n%s", printed)
+			}
+		})
+	}
+}
+
+// tool adds to m a team tool git, a command, and returns it.
+func tool(m map[string]any) map[string]any {
+	tools, _ := m["tools"].(map[string]any)
+	if tools == nil {
+		tools = map[string]any{}
+		m["tools"] = tools
+	}
+	if tools["git"] == nil {
+		tools["git"] = map[string]any{"command": []any{"mcp-git"}, "scope": "team", "owner": "platform"}
+	}
+	return tools["git"].(map[string]any)
 }
 
 func conn(m map[string]any, name string) map[string]any {

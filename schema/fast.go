@@ -39,6 +39,8 @@ var (
 	reImageRef  = regexp.MustCompile(`^[^ ]+[:@][^ ]+$`)
 	reRegistry  = regexp.MustCompile(`^[^ @:]+(:[0-9]+)?(/[^ @:]+)+$`)
 	reUnixUser  = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	// A tool's url: the host's loopback over plain HTTP, or a Unix socket.
+	reToolURL = regexp.MustCompile(`^(http://(127\.0\.0\.1|\[::1\]|localhost)(:[0-9]{1,5})?(/[^ ]*)?|unix:///[^ ]+)$`)
 	// An authorized_keys line without options, as #Identity has it.
 	reAuthorizedKey = regexp.MustCompile(`^(ssh-ed25519|ecdsa-sha2-nistp256|ecdsa-sha2-nistp384|ecdsa-sha2-nistp521|ssh-rsa|sk-ssh-ed25519@openssh.com|sk-ecdsa-sha2-nistp256@openssh.com) [A-Za-z0-9+/]+=*( [^\n]*)?$`)
 	// The #RecordKind disjunction.
@@ -267,6 +269,26 @@ var configRule = object(
 		_, l := m["layers"]
 		return ref != (p || b || l) && (ref || (p && b && l))
 	}))),
+	opt("tools", mapOf(reName, all(object(
+		opt("command", listOf(1, str)),
+		opt("url", match(reToolURL)),
+		opt("endpoint", absPath),
+		opt("env", mapOf(reEnvUpper, str)),
+		opt("secrets", mapOf(reEnvUpper, match(reSecretRef))),
+		opt("egress", enum("none", "full")),
+		req("scope", enum("team", "personal")),
+		req("owner", name),
+	), exactlyOne("command", "url"), func(v any) bool { // what goes with a url
+		m := v.(map[string]any)
+		url, ok := m["url"].(string)
+		_, env := m["env"]
+		_, secrets := m["secrets"]
+		_, endpoint := m["endpoint"]
+		if !ok {
+			return !endpoint
+		}
+		return !env && !secrets && m["egress"] != "full" && (!endpoint || strings.HasPrefix(url, "unix:"))
+	}))),
 	opt("workspaces", mapOf(reName, object(
 		req("team", name),
 		req("kind", enum("team", "personal")),
@@ -281,6 +303,7 @@ var configRule = object(
 			req("pids", integer(1, 1048576)),
 		)),
 		opt("skills", listOf(0, name)),
+		opt("tools", listOf(0, name)),
 		req("network", object(req("egress", enum("none", "inference", "full")))),
 		opt("idleRelease", match(reEvery)),
 	))),

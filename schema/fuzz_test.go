@@ -21,6 +21,10 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("package base\njobs: x: {workspace: \"core\", connection: \"core-codex\", schedule: every: \"5m\", prompt: \"p\", enabled: *false | true}\n"))
 	f.Add([]byte("package base\njobs: x: schedule: {cron: \"* * * * *\"}\n"))
 	f.Add([]byte("package base\nimport \"strings\"\njobs: y: prompt: strings.ToUpper(\"x\")\n"))
+	f.Add([]byte("package base\ntools: x: {command: [\"mcp-x\"], env: A: \"1\", secrets: B: \"env:B\", egress: \"full\", scope: \"team\", owner: \"core\"}\n"))
+	f.Add([]byte("package base\ntools: x: {url: \"unix:///s.sock\", endpoint: \"/mcp\", scope: \"personal\", owner: \"ana\"}\n"))
+	f.Add([]byte("package base\ntools: x: {url: \"http://127.0.0.1:9/mcp\", endpoint: \"/mcp\", egress: \"full\", scope: \"team\", owner: \"core\"}\n"))
+	f.Add([]byte("package base\ntools: x: {command: [\"a\"], url: \"http://localhost\", secrets: B: \"sk-1\", scope: \"team\", owner: \"core\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := copyTree(t, "testdata/base")
 		if err := os.WriteFile(filepath.Join(dir, "jobs.cue"), data, 0o644); err != nil {

@@ -295,7 +295,10 @@ func (l *loader) evaluate(files []parsedFile) *Config {
 	}
 	v := cctx.BuildInstance(inst)
 	if err := v.Err(); err != nil {
-		l.errs = append(l.errs, cueErrors(err, reason.SchemaViolation)...)
+		for _, e := range cueErrors(err, reason.SchemaViolation) {
+			hideSecretValues(e)
+			l.errs = append(l.errs, e)
+		}
 		return nil
 	}
 	l.value, l.user = v, v
@@ -407,13 +410,14 @@ func (l *loader) addCUE(err error) {
 			continue
 		}
 		l.secretAsConnection(e)
+		secretsAsTool(e)
 		// Point at the value the user wrote at the error's path, or for a
 		// missing field at the nearest enclosing value they wrote; CUE's own
 		// positions may name the schema or an enclosing struct.
 		if pos := l.nearest(e.labels); pos.Filename != "" {
 			e.Pos = pos
 		}
-		if isSecretPath(e.Path) {
+		if isSecretPath(e.Path) || toolSecretShown(e) {
 			e.Code = reason.RawSecretValue
 			e.Msg = "secret must be a reference (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown"
 			e.format, e.args = "", nil // CUE's arguments may hold the value
@@ -463,6 +467,53 @@ func prefixed(set map[string]bool, path string) bool {
 		}
 	}
 	return false
+}
+
+// The messages of schema.cue's errors at a tool's secrets: they show no
+// value.
+const (
+	msgToolSecrets    = "secrets map variable names to references (env:NAME, file:PATH or keychain:NAME), never a value; the value is not shown"
+	msgToolSecretsURL = "secrets go with command only"
+)
+
+// secretsAsTool re-points at the secrets the error schema.cue reports at a
+// tool whose secrets are not a struct: CUE cannot fail such a field from
+// the comprehension that reads it, so the tool carries it.
+func secretsAsTool(e *Error) {
+	if len(e.labels) == 2 && e.labels[0] == "tools" && e.Msg == msgToolSecrets {
+		e.labels = append(e.labels[:2:2], "secrets")
+		e.Path = strings.Join(e.labels, ".")
+		e.Code = reason.RawSecretValue
+	}
+}
+
+// toolSecretShown reports whether e, at a tool's secrets or below, may
+// show a secret's value: any message of CUE's own with arguments may (two
+// values that conflict, a value out of bounds). schema.cue's own and
+// CUE's without arguments (a name not allowed) show none.
+func toolSecretShown(e *Error) bool {
+	return isToolSecrets(e.labels) && len(e.args) > 0 && e.Msg != msgToolSecrets && e.Msg != msgToolSecretsURL
+}
+
+// isToolSecrets reports whether labels are a tool's secrets or below.
+func isToolSecrets(labels []string) bool {
+	return len(labels) >= 3 && labels[0] == "tools" && labels[2] == "secrets"
+}
+
+// hideSecretValues renders without its arguments an error of the user's
+// own package (before #Config is applied) at a connection's secret or a
+// tool's secrets: two values written for one secret conflict, and CUE's
+// message shows both.
+func hideSecretValues(e *Error) {
+	if len(e.args) == 0 || !isSecretPath(e.Path) && !isToolSecrets(e.labels) {
+		return
+	}
+	hidden := make([]any, len(e.args))
+	for i := range hidden {
+		hidden[i] = "(a value)"
+	}
+	e.Msg = fmt.Sprintf(e.format, hidden...) + "; the value is not shown"
+	e.format, e.args = "", nil
 }
 
 func isSecretPath(path string) bool {

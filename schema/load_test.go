@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -371,6 +372,164 @@ func TestBadConfigs(t *testing.T) {
 			edits: []edit{{"workspaces.cue", `policy:    "read_only"`, `policy:    string`}},
 			code:  reason.SchemaViolation, msg: "incomplete", at: `workspaces.cue:string`,
 		},
+		// tools and a workspace's tools
+		{
+			name:  "dangling tool",
+			edits: []edit{{"workspaces.cue", `tools: ["team-search", "core-files"]`, `tools: ["team-search", "nope"]`}},
+			code:  reason.DanglingReference, msg: `no tool "nope"`, at: `workspaces.cue:"nope"`,
+			path: "workspaces.core.tools[1]",
+		},
+		{
+			name:  "a tool granted twice",
+			edits: []edit{{"workspaces.cue", `tools: ["team-search", "core-files"]`, `tools: ["core-files", "team-search", "team-search"]`}},
+			code:  reason.InvalidValue, msg: `tool "team-search" is granted twice`, at: `workspaces.cue:"team-search"]`,
+			path: "workspaces.core.tools[2]",
+		},
+		{
+			name:  "team tool of another team",
+			edits: []edit{{"tools.cue", "scope:  \"team\"\n\towner:  \"core\"", "scope:  \"team\"\n\towner:  \"other\""}},
+			code:  reason.ToolScopeMismatch, msg: `team tool "team-search" belongs to team "other", not to this workspace's team "core"`, at: `workspaces.cue:"team-search"`,
+			path: "workspaces.core.tools[0]",
+		},
+		{
+			name:  "personal tool granted to a team workspace",
+			edits: []edit{{"workspaces.cue", `tools: ["team-search", "core-files"]`, `tools: ["team-search", "ana-calendar"]`}},
+			code:  reason.ToolScopeMismatch, msg: `personal tool "ana-calendar" cannot be granted to team workspace`, at: `workspaces.cue:"ana-calendar"`,
+			path: "workspaces.core.tools[1]",
+		},
+		{
+			name:  "personal tool of another actor",
+			edits: []edit{{"tools.cue", "scope: \"personal\"\n\towner: \"ana\"", "scope: \"personal\"\n\towner: \"ben\""}},
+			code:  reason.ToolScopeMismatch, msg: `personal tool "ana-calendar" belongs to "ben", not to this workspace's owner "ana"`, at: `workspaces.cue:"ana-calendar"`,
+			path: "workspaces.ana.tools[0]",
+		},
+		{
+			name:  "a command without a program",
+			edits: []edit{{"tools.cue", `command: ["mcp-search", "--stdio"]`, `command: ["", "--stdio"]`}},
+			code:  reason.InvalidValue, msg: "first element is the program to run", at: `tools.cue:"", "--stdio"`,
+			path: "tools.team-search.command[0]",
+		},
+		{
+			name:  "a credential written into a tool's environment",
+			edits: []edit{{"tools.cue", `env: SEARCH_INDEX:       "/srv/index"`, `env: SEARCH_TOKEN:       "sk-live-0123456789abcdef"`}},
+			code:  reason.RawSecretValue, msg: "SEARCH_TOKEN looks like a credential; give it in secrets", at: `tools.cue:"sk-live`,
+			path: "tools.team-search.env.SEARCH_TOKEN",
+		},
+		{
+			name:  "a secret value in a tool's secrets",
+			edits: []edit{{"tools.cue", `"env:SEARCH_API_KEY"`, `"sk-live-0123456789abcdef"`}},
+			code:  reason.RawSecretValue, msg: "never a value; the value is not shown", at: `tools.cue:"sk-live`,
+			path: "tools.team-search.secrets.SEARCH_API_KEY",
+		},
+		{
+			name:  "a tool's secrets that are one value",
+			edits: []edit{{"tools.cue", `secrets: SEARCH_API_KEY: "env:SEARCH_API_KEY"`, `secrets: "sk-live-0123456789abcdef"`}},
+			code:  reason.RawSecretValue, msg: "the value is not shown", at: `tools.cue:"sk-live`,
+			path: "tools.team-search.secrets",
+		},
+		{
+			name:  "a variable both in env and in secrets",
+			edits: []edit{{"tools.cue", `env: SEARCH_INDEX:       "/srv/index"`, `env: SEARCH_API_KEY:     "env:OTHER"`}},
+			code:  reason.InvalidValue, msg: "SEARCH_API_KEY is set in env too", at: `tools.cue:"env:SEARCH_API_KEY"`,
+			path: "tools.team-search.secrets.SEARCH_API_KEY",
+		},
+		{
+			name:  "a secret name that is no variable name",
+			edits: []edit{{"tools.cue", `secrets: SEARCH_API_KEY:`, `secrets: "search-key":`}},
+			code:  reason.SchemaViolation, msg: "field not allowed", at: `tools.cue:"env:SEARCH_API_KEY"`,
+			path: "tools.team-search.secrets.search-key",
+		},
+		{
+			name: "a tool with a command and a url",
+			edits: []edit{{"tools.cue", `command: ["mcp-search", "--stdio"]`, `command: ["mcp-search", "--stdio"]
+	url: "http://127.0.0.1:9000/mcp"`}},
+			code: reason.SchemaViolation, msg: "a tool is a command or a url, not both", at: "tools.cue:{\n\tcommand",
+			path: "tools.team-search",
+		},
+		{
+			name:  "a tool with neither a command nor a url",
+			edits: []edit{{"tools.cue", `url:   "http://127.0.0.1:8931/mcp"`, ``}},
+			code:  reason.SchemaViolation, msg: "required but not present", at: "tools.cue:{\n\t\n",
+			path: "tools.ana-calendar.command",
+		},
+		{
+			name:  "a url over https",
+			edits: []edit{{"tools.cue", `"http://127.0.0.1:8931/mcp"`, `"https://127.0.0.1:8931/mcp"`}},
+			code:  reason.SchemaViolation, msg: `invalid value "https://127.0.0.1:8931/mcp"`, at: `tools.cue:"https`,
+			path: "tools.ana-calendar.url",
+		},
+		{
+			name:  "a url off the loopback",
+			edits: []edit{{"tools.cue", `"http://127.0.0.1:8931/mcp"`, `"http://10.0.0.7:8931/mcp"`}},
+			code:  reason.SchemaViolation, msg: `invalid value "http://10.0.0.7:8931/mcp"`, at: `tools.cue:"http://10`,
+			path: "tools.ana-calendar.url",
+		},
+		{
+			name:  "a relative unix socket",
+			edits: []edit{{"tools.cue", `"unix:///run/nlx-tools/files.sock"`, `"unix://files.sock"`}},
+			code:  reason.SchemaViolation, msg: `invalid value "unix://files.sock"`, at: `tools.cue:"unix:`,
+			path: "tools.core-files.url",
+		},
+		{
+			name: "env with a url",
+			edits: []edit{{"tools.cue", `url:   "http://127.0.0.1:8931/mcp"`, `url:   "http://127.0.0.1:8931/mcp"
+	env: {LANG: "C"}`}},
+			code: reason.SchemaViolation, msg: "env goes with command only", at: `tools.cue:{LANG`,
+			path: "tools.ana-calendar.env",
+		},
+		{
+			name: "secrets with a url",
+			edits: []edit{{"tools.cue", `url:   "http://127.0.0.1:8931/mcp"`, `url:   "http://127.0.0.1:8931/mcp"
+	secrets: {CAL_TOKEN: "env:CAL_TOKEN"}`}},
+			code: reason.SchemaViolation, msg: "secrets go with command only", at: `tools.cue:{CAL_TOKEN`,
+			path: "tools.ana-calendar.secrets",
+		},
+		{
+			name: "egress full with a url",
+			edits: []edit{{"tools.cue", `url:   "http://127.0.0.1:8931/mcp"`, `url:   "http://127.0.0.1:8931/mcp"
+	egress: "full"`}},
+			code: reason.SchemaViolation, msg: `egress "full" goes with command only`, at: `tools.cue:"full"
+	scope: "personal"`,
+			path: "tools.ana-calendar.egress",
+		},
+		{
+			name: "an endpoint with an http url",
+			edits: []edit{{"tools.cue", `url:   "http://127.0.0.1:8931/mcp"`, `url:   "http://127.0.0.1:8931/mcp"
+	endpoint: "/mcp"`}},
+			code: reason.SchemaViolation, msg: "endpoint goes with a unix: url only", at: "tools.cue:\"/mcp\"\n\tscope: \"personal\"",
+			path: "tools.ana-calendar.endpoint",
+		},
+		{
+			name: "an endpoint with a command",
+			edits: []edit{{"tools.cue", `command: ["mcp-search", "--stdio"]`, `command: ["mcp-search", "--stdio"]
+	endpoint: "/mcp"`}},
+			code: reason.SchemaViolation, msg: "endpoint goes with a unix: url only", at: `tools.cue:"/mcp"`,
+			path: "tools.team-search.endpoint",
+		},
+		{
+			name:  "an egress nlx does not know",
+			edits: []edit{{"tools.cue", `egress: "full"`, `egress: "inference"`}},
+			code:  reason.SchemaViolation, msg: `"inference"`, at: `tools.cue:"inference"`,
+			path: "tools.team-search.egress",
+		},
+		{
+			name: "an unknown field in a tool",
+			edits: []edit{{"tools.cue", `owner: "ana"`, `owner: "ana"
+	colour: "red"`}},
+			code: reason.SchemaViolation, msg: "field not allowed", at: `tools.cue:"red"`,
+			path: "tools.ana-calendar.colour",
+		},
+		{
+			name:  "a tool without a scope",
+			edits: []edit{{"tools.cue", "\tscope: \"personal\"\n", ""}},
+			code:  reason.SchemaViolation, msg: "required but not present", at: "tools.cue:{\n\turl:   \"http",
+			path: "tools.ana-calendar.scope",
+		},
+		{
+			name:  "a bad tool name",
+			edits: []edit{{"tools.cue", `tools: "core-files": {`, `tools: Core_Files: {`}},
+			code:  reason.InvalidName, msg: `invalid tool name "Core_Files"`, at: `tools.cue:Core_Files`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -528,6 +687,21 @@ preservations: legacy: {
 jobs: daily: #Daily & {prompt: "Daily."}
 `}}, true},
 		{"integer written as float", []edit{{"workspaces.cue", "pids: 128", "pids: 128.0"}}, false},
+		{"tools of every form", []edit{{"jobs.cue", "", `tools: "ben-git": {
+	command: ["mcp-git"]
+	env: {}
+	secrets: {}
+	egress: "none"
+	scope:  "personal"
+	owner:  "ben"
+}
+tools: loopback: {url: "http://[::1]:7000", egress: "none", scope: "team", owner: "core"}
+tools: "by-name": {url: "http://localhost/mcp", scope: "team", owner: "core"}
+tools: socket: {url: "unix:///run/s.sock", scope: "team", owner: "core"}
+`}, {"workspaces.cue", `tools: ["team-search", "core-files"]`, `tools: ["team-search", "core-files", "loopback", "by-name", "socket"]`}}, true},
+		{"a workspace granted no tools", []edit{{"workspaces.cue", `tools: ["team-search", "core-files"]`, `tools: []`}}, true},
+		{"a tool's egress marked as a default", []edit{{"tools.cue", `egress: "full"`, `egress: *"none" | "full"`}}, false},
+		{"a tool's egress completed by the schema default", []edit{{"tools.cue", `egress: "full"`, `egress: string`}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -640,6 +814,90 @@ func TestRawSecretNeverShown(t *testing.T) {
 			e := errs[0]
 			if got := fmt.Sprintf("%s:%d:%d", e.Pos.Filename, e.Pos.Line, e.Pos.Column); e.Code != reason.RawSecretValue || got != want || e.Path != "connections.ana-codex.secret" {
 				t.Errorf("got %v, want %s at %s, connections.ana-codex.secret", e, reason.RawSecretValue, want)
+			}
+			if strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tt.shown) {
+				t.Errorf("the error shows the value: %v", err)
+			}
+		})
+	}
+}
+
+// TestToolsLoad: team and personal tools, a command and both forms of
+// url, decode as written with the schema's defaults, and the workspaces
+// keep the tools they are granted in their order.
+func TestToolsLoad(t *testing.T) {
+	cfg, err := loadBoth(t, "testdata/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*Tool{
+		"team-search": {
+			Command: []string{"mcp-search", "--stdio"},
+			Env:     map[string]string{"SEARCH_INDEX": "/srv/index"},
+			Secrets: map[string]string{"SEARCH_API_KEY": "env:SEARCH_API_KEY"},
+			Egress:  "full", Scope: "team", Owner: "core",
+		},
+		"core-files":   {URL: "unix:///run/nlx-tools/files.sock", Endpoint: "/mcp", Egress: "none", Scope: "team", Owner: "core"},
+		"ana-calendar": {URL: "http://127.0.0.1:8931/mcp", Egress: "none", Scope: "personal", Owner: "ana"},
+	}
+	if !reflect.DeepEqual(cfg.Tools, want) {
+		t.Errorf("tools:\ngot  %s\nwant %s", show(cfg.Tools), show(want))
+	}
+	if got := cfg.Workspaces["core"].Tools; !reflect.DeepEqual(got, []string{"team-search", "core-files"}) {
+		t.Errorf("workspace core's tools: %q", got)
+	}
+	if got := cfg.Workspaces["ana"].Tools; !reflect.DeepEqual(got, []string{"ana-calendar", "team-search"}) {
+		t.Errorf("workspace ana's tools: %q", got)
+	}
+	if ts := cfg.Tools; ts["team-search"].IsURL() || !ts["core-files"].IsURL() || ts["core-files"].SocketPath() != "/run/nlx-tools/files.sock" || ts["ana-calendar"].IsUnix() {
+		t.Error("IsURL, IsUnix or SocketPath is wrong")
+	}
+}
+
+func show(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestToolSecretNeverShown: a tool's secret written as a value of any
+// kind, or secrets that are not a map, are raw_secret_value at the value,
+// and no error shows it; neither does one of two values written for one
+// secret, of a tool or of a connection.
+func TestToolSecretNeverShown(t *testing.T) {
+	const entry = `secrets: SEARCH_API_KEY: "env:SEARCH_API_KEY"`
+	tests := []struct {
+		name, file, old, new, at, path, shown string
+		code                                  reason.Code
+	}{
+		{"a string", "tools.cue", entry, `secrets: SEARCH_API_KEY: "sk-live-0123456789abcdef"`, `"sk-live`, "tools.team-search.secrets.SEARCH_API_KEY", "sk-live", reason.RawSecretValue},
+		{"a number", "tools.cue", entry, `secrets: SEARCH_API_KEY: 987654321`, `987654321`, "tools.team-search.secrets.SEARCH_API_KEY", "987654321", reason.RawSecretValue},
+		{"a boolean", "tools.cue", entry, `secrets: SEARCH_API_KEY: true`, `true`, "tools.team-search.secrets.SEARCH_API_KEY", "true", reason.RawSecretValue},
+		{"null", "tools.cue", entry, `secrets: SEARCH_API_KEY: null`, `null`, "tools.team-search.secrets.SEARCH_API_KEY", "null", reason.RawSecretValue},
+		{"a struct", "tools.cue", entry, `secrets: SEARCH_API_KEY: {key: "sk-live-in-a-struct"}`, `{key`, "tools.team-search.secrets.SEARCH_API_KEY", "sk-live", reason.RawSecretValue},
+		{"a list", "tools.cue", entry, `secrets: SEARCH_API_KEY: ["sk-live-in-a-list"]`, `["sk-live`, "tools.team-search.secrets.SEARCH_API_KEY", "sk-live", reason.RawSecretValue},
+		{"a reference that almost is one", "tools.cue", entry, `secrets: SEARCH_API_KEY: "env:"`, `"env:"`, "tools.team-search.secrets.SEARCH_API_KEY", `"env:"`, reason.RawSecretValue},
+		{"secrets that are a string", "tools.cue", entry, `secrets: "sk-live-0123456789abcdef"`, `"sk-live`, "tools.team-search.secrets", "sk-live", reason.RawSecretValue},
+		{"secrets that are a list", "tools.cue", entry, `secrets: ["sk-live-in-a-list"]`, `["sk-live`, "tools.team-search.secrets", "sk-live", reason.RawSecretValue},
+		{"two values of a tool's secret", "tools.cue", entry, entry + "\n\tsecrets: SEARCH_API_KEY: \"sk-live-0123456789abcdef\"", `"sk-live`, "tools.team-search.secrets.SEARCH_API_KEY", "sk-live", reason.SchemaViolation},
+		{"two values of a connection's secret", "connections.cue", `secret:         "env:OPENAI_API_KEY"`, `secret:         "env:OPENAI_API_KEY"
+	secret:         "sk-live-0123456789abcdef"`, `"sk-live`, "connections.ana-codex.secret", "sk-live", reason.SchemaViolation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := copyTree(t, "testdata/base")
+			applyEdits(t, dir, []edit{{tt.file, tt.old, tt.new}})
+			_, err := loadBoth(t, dir)
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("got %v, want one error", err)
+			}
+			want := markerPos(t, filepath.Join(dir, tt.file), tt.at)
+			e := errs[0]
+			if got := fmt.Sprintf("%s:%d:%d", e.Pos.Filename, e.Pos.Line, e.Pos.Column); e.Code != tt.code || got != want || e.Path != tt.path {
+				t.Errorf("got %v, want %s at %s, %s", e, tt.code, want, tt.path)
+			}
+			if !strings.Contains(e.Msg, "the value is not shown") {
+				t.Errorf("the error does not say the value is not shown: %v", e)
 			}
 			if strings.Contains(strings.ReplaceAll(err.Error(), dir, "DIR"), tt.shown) {
 				t.Errorf("the error shows the value: %v", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"cuelang.org/go/cue/token"
@@ -20,6 +21,7 @@ const (
 	KindHost         Kind = "host"
 	KindProvider     Kind = "provider"
 	KindImage        Kind = "image"
+	KindTool         Kind = "tool"
 	KindWorkspace    Kind = "workspace"
 	KindConnection   Kind = "connection"
 	KindSkill        Kind = "skill"
@@ -37,6 +39,7 @@ var Kinds = []struct {
 	{KindHost, "host", 0},
 	{KindProvider, "providers", 0},
 	{KindImage, "images", 0},
+	{KindTool, "tools", 0},
 	{KindWorkspace, "workspaces", 1},
 	{KindConnection, "connections", 2},
 	{KindSkill, "skills", 2},
@@ -70,6 +73,7 @@ type Config struct {
 	Host          *Host                    `json:"host,omitempty"`
 	Providers     map[string]*Provider     `json:"providers,omitempty"`
 	Images        map[string]*Image        `json:"images,omitempty"`
+	Tools         map[string]*Tool         `json:"tools,omitempty"`
 	Workspaces    map[string]*Workspace    `json:"workspaces,omitempty"`
 	Connections   map[string]*Connection   `json:"connections,omitempty"`
 	Skills        map[string]*Skill        `json:"skills,omitempty"`
@@ -211,7 +215,10 @@ type Workspace struct {
 	Members   map[string]string `json:"members"`
 	Limits    Limits            `json:"limits"`
 	Skills    []string          `json:"skills,omitempty"`
-	Network   Network           `json:"network"`
+	// Tools are the tools (Config.Tools) the workspace's providers may
+	// use, through nlx's tool proxy.
+	Tools   []string `json:"tools,omitempty"`
+	Network Network  `json:"network"`
 	// IdleRelease is how long a provider process nlx serve keeps warm
 	// between the turns of its conversation waits for the next one before
 	// it is stopped (default 10m; "0s": never kept).
@@ -236,6 +243,39 @@ func (w *Workspace) IdleReleaseDuration() (time.Duration, error) {
 		return 0, fmt.Errorf("idleRelease %q must be a duration from 0s to 24h", w.IdleRelease)
 	}
 	return d, nil
+}
+
+// Tool is an MCP server workspaces may be granted (tools). Exactly one of
+// Command (a stdio server nlx starts, in a sandbox of its own) and URL (a
+// streamable HTTP server already listening on the host's loopback or on a
+// Unix socket) is set. Providers never see it: nlx's tool proxy holds it.
+type Tool struct {
+	Command []string `json:"command,omitempty"`
+	URL     string   `json:"url,omitempty"`
+	// Endpoint is the HTTP path of the MCP endpoint on a unix: URL's socket.
+	Endpoint string            `json:"endpoint,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	// Secrets are variables of the command read at launch, each from a
+	// secret reference (env:NAME, file:PATH or keychain:NAME).
+	Secrets map[string]string `json:"secrets,omitempty"`
+	Egress  string            `json:"egress"` // the command's network: "none" or "full"
+	Scope   string            `json:"scope"`  // "team" or "personal"
+	Owner   string            `json:"owner"`  // the team of a team tool, the actor of a personal one
+}
+
+// IsURL reports whether the tool is a server already listening (url), not
+// a command nlx starts.
+func (t *Tool) IsURL() bool { return t.URL != "" }
+
+// IsUnix reports whether the tool's server listens on a Unix socket.
+func (t *Tool) IsUnix() bool { return strings.HasPrefix(t.URL, "unix://") }
+
+// SocketPath is the path of a unix: URL's socket, or "".
+func (t *Tool) SocketPath() string {
+	if !t.IsUnix() {
+		return ""
+	}
+	return strings.TrimPrefix(t.URL, "unix://")
 }
 
 // Limits are a workspace's cgroup limits.

@@ -24,6 +24,10 @@ type Recovery struct {
 	Pending []string // dispatched claims whose maker is gone but whose process may still run: checked again (SettlePending)
 	Running int      // launches recorded running and not proven gone (a live nlx's, or a tree still dying with its nlx)
 	Locked  []string // unknown claims still unresolved (their conversations stay locked)
+	// Catalog refreshes a dead serve left: dispatched ones are unknown,
+	// deferred ones released (nothing was sent).
+	RefreshUnknown  []string
+	RefreshReleased []string
 }
 
 // Recover settles what an nlx that died left: launches recorded running
@@ -55,6 +59,9 @@ func Recover(ctx context.Context, db *state.DB, logf func(string, ...any)) (*Rec
 	if err != nil {
 		return nil, fmt.Errorf("identify this process: %w", err)
 	}
+	if err := settleRefreshes(ctx, db, self, rec, logf); err != nil {
+		return nil, err
+	}
 	var after *state.ClaimRow
 	for {
 		page, err := db.OpenClaimsPage(ctx, after, recoverPage)
@@ -71,6 +78,51 @@ func Recover(ctx context.Context, db *state.DB, logf func(string, ...any)) (*Rec
 		}
 		after = &page[len(page)-1]
 	}
+}
+
+// settleRefreshes settles the catalog refresh attempts a dead serve left
+// open: its workers died with it. One it had dispatched is unknown (the
+// write may have landed): never retried, resolved by a person. One still
+// waiting was never sent: released.
+func settleRefreshes(ctx context.Context, db *state.DB, self procid.Identity, rec *Recovery, logf func(string, ...any)) error {
+	open, err := db.OpenRefreshes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range open {
+		owner := r.OwnerIdentity()
+		if owner.PID == self.PID && owner.Start == self.Start {
+			continue
+		}
+		if gone, err := procid.Gone(owner); err != nil || !gone {
+			continue
+		}
+		switch r.Phase {
+		case state.RefreshDispatched:
+			why := fmt.Sprintf("the nlx serve (%s) that dispatched it died before it recorded how it ended: nobody knows whether launch %s took it; never retried (nlx resolve refresh %s)", r.Owner, r.LaunchID, r.ID)
+			if ok, err := db.MoveRefresh(ctx, r.ID, state.RefreshDispatched, state.RefreshUnknown, state.RefreshUpdate{Code: reason.RefreshOutcomeUnknown, Reason: why}); err != nil {
+				return err
+			} else if ok {
+				rec.RefreshUnknown = append(rec.RefreshUnknown, r.ID)
+				logf("catalog refresh %s of launch %s is unknown: %s", r.ID, r.LaunchID, why)
+			}
+		case state.RefreshDeferred:
+			if ok, err := db.MoveRefresh(ctx, r.ID, state.RefreshDeferred, state.RefreshReleased, state.RefreshUpdate{Code: reason.WorkerReleased,
+				Reason: fmt.Sprintf("the nlx serve (%s) that held launch %s stopped before the refresh was sent", r.Owner, r.LaunchID)}); err != nil {
+				return err
+			} else if ok {
+				rec.RefreshReleased = append(rec.RefreshReleased, r.ID)
+			}
+		}
+	}
+	unresolved, err := db.UnresolvedRefreshes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range unresolved {
+		logf("catalog refresh %s of launch %s has an outcome nobody knows: nlx resolve refresh %s", r.ID, r.LaunchID, r.ID)
+	}
+	return nil
 }
 
 // recoverPage is how many open claims Recover reads at once.

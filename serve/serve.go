@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"time"
@@ -83,11 +82,15 @@ type Options struct {
 	// Release, called once every turn has ended at a stop, releases what
 	// the runner keeps warm (turn.Pool.Close), before the serve lock goes.
 	Release func()
-	// Changed is told the workspaces, connections and providers (by
-	// address) a new serial changed, added or removed: the runner releases
-	// its warm workers of them (turn.Pool.Invalidate) at the apply, not at
-	// their next turn.
-	Changed func(addresses []string)
+	// Changed is told the workspaces, connections, providers and tools
+	// (by address) a new serial changed, added or removed: the runner
+	// refreshes the catalog of its warm workers whose workspace changed
+	// only in its tools, or whose tools changed, and releases the others
+	// (turn.Runner.Applied) at the apply, not at their next turn.
+	Changed func(serial int64, addresses []string)
+	// Refresh answers a person's nlx refresh of a workspace: the runner
+	// refreshes its running workers (turn.Runner.Refresh).
+	Refresh func(ctx context.Context, req state.RefreshRequestRow) []state.RefreshRow
 }
 
 // Server runs the applied jobs of one state.
@@ -218,7 +221,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.Opts.Ready != nil {
 		s.Opts.Ready()
 	}
-	watch := newWatcher(s.DB.Path())
+	s.refreshRequests(ctx)
+	watch := state.NewWatcher(s.DB.Path())
 	for {
 		now := s.Clock.Now()
 		s.tick(ctx, now)
@@ -232,10 +236,11 @@ func (s *Server) Serve(ctx context.Context) error {
 			return nil
 		case <-s.Clock.After(wait):
 		}
-		if watch.changed() {
+		if watch.Changed() {
 			if err := s.reload(ctx); err != nil && ctx.Err() == nil {
 				s.logf("reading the applied state: %v (trying again)", err)
 			}
+			s.refreshRequests(ctx)
 		}
 	}
 }
@@ -299,7 +304,7 @@ func (s *Server) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.noteChanges(rows)
+	s.noteChanges(serial, rows)
 	now := s.Clock.Now()
 	for name, j := range jobs {
 		if _, ok := cursors[name]; ok {
@@ -335,11 +340,11 @@ func (s *Server) reload(ctx context.Context) error {
 
 // noteChanges tells Opts.Changed which workspaces, connections and
 // providers differ from the serial served before.
-func (s *Server) noteChanges(rows []state.Row) {
+func (s *Server) noteChanges(serial int64, rows []state.Row) {
 	hashes := map[string]string{}
 	for _, r := range rows {
 		switch r.Kind {
-		case schema.KindWorkspace, schema.KindConnection, schema.KindProvider:
+		case schema.KindWorkspace, schema.KindConnection, schema.KindProvider, schema.KindTool:
 			hashes[r.Address] = r.Hash + string(r.Status)
 		}
 	}
@@ -361,8 +366,46 @@ func (s *Server) noteChanges(rows []state.Row) {
 	}
 	if len(changed) > 0 {
 		sort.Strings(changed)
-		s.Opts.Changed(changed)
+		s.Opts.Changed(serial, changed)
 	}
+}
+
+// refreshRequests answers the nlx refresh requests nobody took: the
+// workers are this serve's, its connections to them its own.
+func (s *Server) refreshRequests(ctx context.Context) {
+	if s.Opts.Refresh == nil {
+		return
+	}
+	reqs, err := s.DB.OpenRefreshRequests(ctx)
+	if err != nil {
+		s.logf("reading the refresh requests: %v (trying again)", err)
+		return
+	}
+	for _, q := range reqs {
+		if q.TakenAt != "" {
+			continue
+		}
+		if ok, err := s.DB.TakeRefreshRequest(ctx, q.ID, 0, false); err != nil || !ok {
+			continue
+		}
+		s.logf("refresh %s of workspace %s asked by %s", q.ID, q.Workspace, q.Actor)
+		go func() {
+			rows := s.Opts.Refresh(ctx, q)
+			for _, r := range rows {
+				s.logf("refresh %s: launch %s %s%s", q.ID, r.LaunchID, r.Phase, orNothing(r.ReasonCode))
+			}
+			if _, err := s.DB.TakeRefreshRequest(context.WithoutCancel(ctx), q.ID, len(rows), true); err != nil {
+				s.logf("refresh %s: %v", q.ID, err)
+			}
+		}()
+	}
+}
+
+func orNothing(code string) string {
+	if code == "" {
+		return ""
+	}
+	return " (" + code + ")"
 }
 
 // AppliedJobs reads the jobs of the applied state.
@@ -742,34 +785,4 @@ func NewID() string {
 		panic(err)
 	}
 	return hex.EncodeToString(b)
-}
-
-// watcher tells when the state file changed, by its and its WAL's size
-// and modification time: serve reads the serial only then.
-type watcher struct {
-	path string
-	last [2]fileStamp
-}
-
-type fileStamp struct {
-	size int64
-	mod  time.Time
-}
-
-func newWatcher(path string) *watcher {
-	w := &watcher{path: path}
-	w.changed()
-	return w
-}
-
-func (w *watcher) changed() bool {
-	var now [2]fileStamp
-	for i, p := range []string{w.path, w.path + "-wal"} {
-		if fi, err := os.Stat(p); err == nil {
-			now[i] = fileStamp{fi.Size(), fi.ModTime()}
-		}
-	}
-	changed := now != w.last
-	w.last = now
-	return changed
 }

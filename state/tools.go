@@ -416,3 +416,18 @@ func (db *DB) TakeRefreshRequest(ctx context.Context, id string, workers int, do
 	})
 	return taken, err
 }
+
+// ServeHolder is the nlx serve holding the state's serve lock, if any
+// (it may have died since: procid.Gone tells).
+func (db *DB) ServeHolder(ctx context.Context) (procid.Identity, bool, error) {
+	var h procid.Identity
+	err := db.rdb.QueryRowContext(ctx, `SELECT pid, pid_start, pid_ns, boot_id, host, user FROM serve_lock WHERE id = 1`).
+		Scan(&h.PID, &h.Start, &h.PidNS, &h.Boot, &h.Host, &h.User)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return h, false, nil
+	case err != nil:
+		return h, false, fmt.Errorf("read serve lock: %w", err)
+	}
+	return h, true, nil
+}

@@ -306,7 +306,7 @@ func TestNotifyChangedAndWatch(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client got no list_changed")
 	}
-	go toolNames(t, s) // the provider lists again, as Claude Code does
+	go s.ListTools(context.Background(), nil) // the provider lists again, as Claude Code does
 	select {
 	case l := <-listings:
 		if !slices.Contains(l.Projection.Tools, "web__echo") {

@@ -98,6 +98,11 @@ type Runner struct {
 	// conversation (nlx serve); nil: every turn launches its provider and
 	// stops it when the turn ends.
 	Pool *Pool
+	// RefreshTimeout bounds each request of a catalog refresh
+	// (DefaultRefreshTimeout when zero).
+	RefreshTimeout time.Duration
+
+	calls callWriter // the tool proxies' calls, on their way to the state
 }
 
 // Outcome is a turn that ran.
@@ -174,7 +179,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 	}
 	id := newID()
 	launchID := "turn-" + id
-	w := r.Pool.take(b.warmKey, b.fingerprint, t.Resume)
+	w := r.Pool.take(ctx, b.warmKey, b.fingerprint, t.Resume)
 	if w != nil {
 		// The conversation's warm worker continues its session.
 		launchID = w.launchID
@@ -196,6 +201,7 @@ func (r *Runner) Run(ctx context.Context, req Request, emit func(provider.Event)
 		h.event(provider.Event{Type: provider.EventNote, Text: note})
 	}
 	res, err := r.drive(ctx, b, t, launchID, w, h)
+	r.calls.flush() // the turn's tool calls are recorded before its end
 	if errors.Is(err, provider.ErrResumeRejected) {
 		note = "the provider rejected the stored session: continued from nlx's summary"
 		h.event(provider.Event{Type: provider.EventNote, Text: note})
@@ -484,10 +490,15 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 			return provider.Result{}, err
 		}
 	}
+	r.Pool.checkout(w)
 	res, err := r.runOn(ctx, b, t, w, h)
 	if r.Pool != nil && w.session != nil && err == nil && res.Status == provider.StatusCompleted && res.Session != "" && w.alive() {
 		w.thread = res.Session
 		r.Pool.park(w, r.idleRelease(b))
+		if w.deferred != nil {
+			// A refresh waited for the turn to end: the worker is idle.
+			go r.runDeferred(context.WithoutCancel(ctx), w)
+		}
 		return res, nil
 	}
 	r.Pool.release(w, "its turn ended")
@@ -507,12 +518,24 @@ func (r *Runner) idleRelease(b *binding) time.Duration {
 // workspace's egress is inference, the sandbox, and the session when the
 // adapter keeps its program between turns and the runner has a pool.
 func (r *Runner) launchWorker(ctx context.Context, b *binding, t provider.Turn, launchID string) (*worker, error) {
-	args, env := b.adapter.Args(t)
 	req := b.launch.Request
 	req.Env = map[string]string{}
 	for k, v := range b.launch.Request.Env {
 		req.Env[k] = v
 	}
+	w := &worker{launchID: launchID, stderr: &tailBuffer{max: 8 << 10}, exited: make(chan struct{}), rec: launch.Recorder{DB: r.DB},
+		fingerprint: b.fingerprint, key: b.warmKey, provider: b.launch.Provider, kind: b.adapter.Kind(), wsBase: workspaceBase(b.launch.WorkspaceSpec)}
+	// nlx's tool proxy, the launch's one MCP server.
+	server, err := r.startTools(ctx, w, b, &req, b.launch.Request.HostEnv)
+	if err != nil {
+		return nil, err
+	}
+	stopTools := func() {
+		w.tools.Stop()
+		w.flushCalls()
+	}
+	t.Tools = server
+	args, env := b.adapter.Args(t)
 	for k, v := range env {
 		req.Env[k] = v
 	}
@@ -524,29 +547,32 @@ func (r *Runner) launchWorker(ctx context.Context, b *binding, t provider.Turn, 
 	withProxy.Request = req
 	px, err := launch.StartEgress(ctx, &withProxy, launchID, r.DB)
 	if err != nil {
+		stopTools()
 		return nil, err
 	}
 	req = withProxy.Request
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		px.Stop()
+		stopTools()
 		return nil, fmt.Errorf("turn: %w", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		px.Stop()
+		stopTools()
 		inR.Close()
 		inW.Close()
 		return nil, fmt.Errorf("turn: %w", err)
 	}
-	w := &worker{launchID: launchID, px: px, inW: inW, outR: outR, stderr: &tailBuffer{max: 8 << 10},
-		exited: make(chan struct{}), rec: launch.Recorder{DB: r.DB}, fingerprint: b.fingerprint, key: b.warmKey, provider: b.launch.Provider}
+	w.px, w.inW, w.outR = px, inW, outR
 	// The launch outlives the turn's context when the worker is kept.
 	proc, err := isolate.Launch(context.WithoutCancel(ctx), req, isolate.Options{Recorder: w.rec, LaunchID: launchID, Stdin: inR, Stdout: outW, Stderr: w.stderr})
 	inR.Close()
 	outW.Close()
 	if err != nil {
 		px.Stop()
+		stopTools()
 		inW.Close()
 		outR.Close()
 		return nil, err
@@ -574,6 +600,11 @@ func (r *Runner) runOn(ctx context.Context, b *binding, t provider.Turn, w *work
 	}
 	h.start(cancel)
 	defer h.stop()
+	if w.tools != nil {
+		// The calls from now on are the turn's.
+		w.tools.SetTurn(h.turnID)
+		defer w.tools.SetTurn("")
+	}
 	px := w.px
 	if px != nil {
 		// The proxy gone, the sandbox has no network at all: the turn

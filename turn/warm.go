@@ -8,11 +8,15 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/launch"
 	"github.com/nlx-dev/nlx/provider"
+	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/state"
+	"github.com/nlx-dev/nlx/toolproxy"
 )
 
 // warmKey is the conversation a warm worker serves.
@@ -35,6 +39,27 @@ type worker struct {
 	rec         launch.Recorder
 	idle        *time.Timer
 	watched     bool // a goroutine releases it when its process exits while parked
+
+	// The worker's tool proxy, its catalog, and the grant digest its
+	// provider's configuration was last given (at launch or at its last
+	// refresh); flushCalls waits until the proxy's calls are recorded.
+	tools      *toolproxy.Proxy
+	catalog    *catalog
+	grant      string
+	flushCalls func()
+	server     provider.MCPServer // nlx's MCP server as the provider was given it
+	homeConfig string             // its private configuration file, as its program names it ("" without one)
+	idleFor    time.Duration      // its idleRelease
+	toolSeq    atomic.Int64
+	kind       provider.Kind
+	// wsBase is a digest of the workspace's applied spec but its tools:
+	// an apply that changed only the tools refreshes the worker, anything
+	// else releases it.
+	wsBase string
+	// deferred is the refresh attempt waiting for the worker's turn to
+	// end; onRelease settles it if the worker goes first.
+	deferred  *state.RefreshRow
+	onRelease func(w *worker)
 }
 
 // alive reports whether the worker's process still runs.
@@ -53,6 +78,10 @@ func (w *worker) alive() bool {
 // worker is reused only for a turn whose fingerprint is the same: any
 // apply that changes one of them, or a changed secret, launches anew.
 func fingerprint(b *binding) (string, error) {
+	// The workspace's tools are not in it: a change of them alone
+	// refreshes a running worker's catalog (Runner.Refresh).
+	ws := b.launch.WorkspaceSpec
+	ws.Tools = nil
 	data, err := json.Marshal(struct {
 		Request   isolate.Request
 		Command   []string
@@ -63,12 +92,20 @@ func fingerprint(b *binding) (string, error) {
 		Conn      any
 		Provider  any
 	}{b.launch.Request, b.launch.ProviderCmd, b.program.Path, b.program.Identity, b.version,
-		b.launch.WorkspaceSpec, b.launch.ConnectionSpec, b.launch.ProviderSpec})
+		ws, b.launch.ConnectionSpec, b.launch.ProviderSpec})
 	if err != nil {
 		return "", fmt.Errorf("turn: fingerprint the launch: %w", err)
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// workspaceBase is a digest of workspace w's spec but its tools.
+func workspaceBase(w schema.Workspace) string {
+	w.Tools = nil
+	data, _ := json.Marshal(w)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // releaseAttempts bounds how often a release whose tree is not yet proven
@@ -89,6 +126,11 @@ type Pool struct {
 	workers   map[warmKey]*worker
 	closed    bool
 	releasing sync.WaitGroup // releases of parked workers in flight
+	// busy are the workers running a turn; refreshing are the
+	// conversations whose parked worker is being refreshed (a turn
+	// waits for it).
+	busy       map[*worker]bool
+	refreshing map[warmKey]chan struct{}
 }
 
 func (p *Pool) logf(format string, args ...any) {
@@ -100,11 +142,23 @@ func (p *Pool) logf(format string, args ...any) {
 // take returns the conversation's warm worker when it was launched with
 // exactly fingerprint and continues session; a worker of the conversation
 // that does not fit is released.
-func (p *Pool) take(k warmKey, fingerprint, session string) *worker {
+func (p *Pool) take(ctx context.Context, k warmKey, fingerprint, session string) *worker {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
+	for p.refreshing[k] != nil {
+		// The worker's catalog is being refreshed: the turn takes it
+		// once that is over.
+		ch := p.refreshing[k]
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil
+		}
+		p.mu.Lock()
+	}
 	w := p.workers[k]
 	if w != nil {
 		delete(p.workers, k)
@@ -132,6 +186,7 @@ func (p *Pool) take(k warmKey, fingerprint, session string) *worker {
 // meanwhile is released at once.
 func (p *Pool) park(w *worker, idle time.Duration) {
 	p.mu.Lock()
+	delete(p.busy, w)
 	if p.closed || idle <= 0 {
 		p.mu.Unlock()
 		p.release(w, "its turn ended")
@@ -142,6 +197,7 @@ func (p *Pool) park(w *worker, idle time.Duration) {
 	}
 	old := p.workers[w.key]
 	p.workers[w.key] = w
+	w.idleFor = idle
 	w.idle = time.AfterFunc(idle, func() { p.expire(w, fmt.Sprintf("no turn for its idleRelease of %s", idle)) })
 	watch := !w.watched
 	w.watched = true
@@ -178,6 +234,11 @@ func (p *Pool) expire(w *worker, why string) {
 // released only once the tree is proven gone, tried again a bounded
 // number of times), then its proxy.
 func (p *Pool) release(w *worker, why string) {
+	if p != nil {
+		p.mu.Lock()
+		delete(p.busy, w)
+		p.mu.Unlock()
+	}
 	if w.session != nil {
 		w.session.Close()
 	}
@@ -203,7 +264,138 @@ func (p *Pool) release(w *worker, why string) {
 		<-w.exited
 	}
 	w.px.Stop()
+	if w.tools != nil {
+		w.tools.Stop()
+		w.flushCalls()
+	}
+	if w.onRelease != nil {
+		w.onRelease(w)
+	}
 	w.outR.Close()
+}
+
+// workersOf returns workspace's workers: parked (idle) and busy (running
+// a turn).
+func (p *Pool) workersOf(workspace string) (parked, busy []*worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, w := range p.workers {
+		if k.workspace == workspace {
+			parked = append(parked, w)
+		}
+	}
+	for w := range p.busy {
+		if w.key.workspace == workspace {
+			busy = append(busy, w)
+		}
+	}
+	return parked, busy
+}
+
+// workspaces lists the workspaces that have workers.
+func (p *Pool) workspaces() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	set := map[string]bool{}
+	for k := range p.workers {
+		set[k.workspace] = true
+	}
+	for w := range p.busy {
+		set[w.key.workspace] = true
+	}
+	var out []string
+	for ws := range set {
+		out = append(out, ws)
+	}
+	return out
+}
+
+// sameBase reports whether every worker of workspace was launched from
+// the spec whose base (everything but its tools) is base.
+func (p *Pool) sameBase(workspace, base string) bool {
+	parked, busy := p.workersOf(workspace)
+	for _, w := range append(parked, busy...) {
+		if base == "" || w.wsBase != base {
+			return false
+		}
+	}
+	return true
+}
+
+// deferRefresh hands row to busy worker w, to run once its turn ended;
+// released is row's end if w goes first. It reports false when w runs no
+// turn (parked, or gone).
+func (p *Pool) deferRefresh(w *worker, row *state.RefreshRow, released func(*state.RefreshRow)) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.busy[w] {
+		return false
+	}
+	w.deferred = row
+	w.onRelease = func(w *worker) {
+		if row := p.takeDeferred(w); row != nil {
+			released(row)
+		}
+	}
+	return true
+}
+
+// takeDeferred takes w's waiting attempt, if any.
+func (p *Pool) takeDeferred(w *worker) *state.RefreshRow {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	row := w.deferred
+	w.deferred = nil
+	return row
+}
+
+// holdForRefresh takes parked w out of the pool while it is refreshed: a
+// turn of its conversation waits for unhold. It reports false when w is
+// not parked.
+func (p *Pool) holdForRefresh(w *worker) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.workers[w.key] != w {
+		return 0, false
+	}
+	delete(p.workers, w.key)
+	w.idle.Stop()
+	if p.refreshing == nil {
+		p.refreshing = map[warmKey]chan struct{}{}
+	}
+	p.refreshing[w.key] = make(chan struct{})
+	p.releasing.Add(1) // Close waits for it
+	return w.idleFor, true
+}
+
+// unhold parks w again after its refresh, for idle, and lets the turns
+// waiting for it go on.
+func (p *Pool) unhold(w *worker, idle time.Duration) {
+	defer p.releasing.Done()
+	p.park(w, idle)
+	if !w.alive() {
+		p.expire(w, "its process exited")
+	}
+	p.mu.Lock()
+	ch := p.refreshing[w.key]
+	delete(p.refreshing, w.key)
+	p.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// checkout marks w as running a turn.
+func (p *Pool) checkout(w *worker) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.busy == nil {
+		p.busy = map[*worker]bool{}
+	}
+	p.busy[w] = true
 }
 
 // Invalidate releases the warm workers of the workspaces, connections and

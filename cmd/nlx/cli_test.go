@@ -61,6 +61,16 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "build nlx:", err)
 		return 1
 	}
+	// The MCP tool server the scripts grant workspaces (a real one, on the
+	// official Go SDK), started by nlx's tool proxies outside the
+	// providers' sandboxes.
+	fix := exec.Command("go", "build", "-o", filepath.Join(dir, "toolfix"), "../../internal/toolfix")
+	fix.Env = append(os.Environ(), "CGO_ENABLED=0")
+	fix.Stdout, fix.Stderr = os.Stderr, os.Stderr
+	if err := fix.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build toolfix:", err)
+		return 1
+	}
 	// The bridge of an inference launch runs this nlx inside the sandbox,
 	// where the provider's user must reach it.
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -152,6 +162,7 @@ func TestScripts(t *testing.T) {
 			"lastturn":       cmdLastTurn,
 			"instant":        cmdInstant,
 			"waitclaim":      cmdWaitclaim,
+			"waitrefresh":    cmdWaitrefresh,
 			"statefile":      cmdStatefile,
 			"hold":           cmdHold,
 			"openclaw":       cmdOpenclaw,

@@ -16,6 +16,7 @@ import (
 	"github.com/nlx-dev/nlx/egress"
 	"github.com/nlx-dev/nlx/isolate"
 	"github.com/nlx-dev/nlx/schema"
+	"github.com/nlx-dev/nlx/toolproxy"
 )
 
 func main() {
@@ -27,6 +28,9 @@ func main() {
 	// its bridge (inside the sandbox) and runc's loopback hook; in those
 	// this never returns.
 	egress.Main()
+	// A provider's MCP server is nlx too: the bridge to the launch's tool
+	// proxy, inside the sandbox; there this never returns.
+	toolproxy.Main()
 	// nlx evaluates configs in a re-executed child under a budget (see
 	// schema.LoadBudgeted); in that child this never returns.
 	schema.ServeChild()

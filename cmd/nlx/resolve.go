@@ -39,7 +39,7 @@ actor's keys (host.actors); else actor_unproven.`,
 			})
 		},
 	}
-	cmd.AddCommand(newResolveClaimCmd(a))
+	cmd.AddCommand(newResolveClaimCmd(a), newResolveRefreshCmd(a))
 	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")
 	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
 	cmd.Flags().StringVar(&reason, "reason", "", "how you know (required)")

@@ -30,6 +30,7 @@ type serveOptions struct {
 	publish        string
 	follow         string
 	followEvery    time.Duration
+	refreshTimeout time.Duration
 }
 
 func newServeCmd(a *app) *cobra.Command {
@@ -79,6 +80,7 @@ READY once it serves. Progress goes to stderr, one line per event.`,
 	f.StringVar(&opts.publish, "publish", "", "publish the state to registry `REF` at start and whenever its content changes (nlx state publish)")
 	f.StringVar(&opts.follow, "follow", "", "follow registry `REF` as nlx follow does: apply the plans published there once approved")
 	f.DurationVar(&opts.followEvery, "follow-interval", 30*time.Second, "how often --follow and --publish look")
+	f.DurationVar(&opts.refreshTimeout, "refresh-timeout", turn.DefaultRefreshTimeout, "how long a worker has to answer each request of a catalog refresh; an unanswered write or reload is unknown")
 	return cmd
 }
 
@@ -105,6 +107,7 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	r.RefreshTimeout = opts.refreshTimeout
 	s := &serve.Server{DB: db, Runner: r, Opts: serve.Options{
 		Grace: opts.grace, Late: opts.late, Poll: opts.poll, PermissionWait: opts.permissionWait,
 		IdleTimeout: opts.idleTimeout, Timeout: opts.timeout, Revalidate: opts.revalidate,
@@ -112,7 +115,11 @@ func serveRun(ctx context.Context, a *app, opts *serveOptions) error {
 		Log:     logf,
 		Ready:   func() { sdNotify("READY=1") },
 		Release: r.Pool.Close,
-		Changed: r.Pool.Invalidate,
+		Changed: func(serial int64, addresses []string) { r.Applied(ctx, serial, addresses) },
+		Refresh: func(ctx context.Context, q state.RefreshRequestRow) []state.RefreshRow {
+			_, serial, _ := db.Meta(ctx)
+			return r.Refresh(ctx, q.Workspace, turn.Trigger{Kind: state.RefreshManual, RequestID: q.ID, Actor: q.Actor, Serial: serial})
+		},
 	}}
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()

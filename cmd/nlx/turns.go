@@ -96,12 +96,20 @@ func turnsShow(ctx context.Context, a *app, db *state.DB, id string) error {
 	if conns == nil {
 		conns = []state.EgressRow{}
 	}
+	calls, err := db.ToolCalls(ctx, id)
+	if err != nil {
+		return err
+	}
+	if calls == nil {
+		calls = []state.ToolCallRow{}
+	}
 	doc := struct {
 		*state.TurnRow
 		Usage       json.RawMessage       `json:"usage"`
 		Permissions []state.PermissionRow `json:"permissions"`
 		Connections []state.EgressRow     `json:"connections"`
-	}{t, json.RawMessage(t.Usage), perms, conns}
+		ToolCalls   []state.ToolCallRow   `json:"tool_calls"`
+	}{t, json.RawMessage(t.Usage), perms, conns, calls}
 	return a.view.Render(document{Version: versionTurn, JSON: doc, Text: func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		line := fieldLine(tw)
@@ -137,6 +145,20 @@ func turnsShow(ctx context.Context, a *app, db *state.DB, id string) error {
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", c.Host, c.Port, c.Method, c.Decision, c.BytesUp, c.BytesDown, c.Reason)
 			}
 			tw.Flush()
+		}
+		if len(calls) > 0 {
+			fmt.Fprintln(w, "\ntool calls:")
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STARTED\tTOOL\tOUTCOME\tARGUMENTS\tREASON")
+			for _, c := range calls {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.StartedAt, c.Tool, c.Outcome, c.ArgsDigest, c.ReasonCode)
+			}
+			tw.Flush()
+			for _, c := range calls {
+				if c.Report != "" {
+					fmt.Fprintf(w, "\nreport: %s\n", c.Report)
+				}
+			}
 		}
 		return nil
 	}})

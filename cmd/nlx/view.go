@@ -52,39 +52,42 @@ func formatsOf(cmd *cobra.Command) []format {
 // type; a document changes incompatibly only with a new version. (Plans
 // carry plan.FormatVersion, written by the plan package.)
 const (
-	versionError        = 1 // a failed command
-	versionValidate     = 1 // nlx validate
-	versionVersion      = 1 // nlx version
-	versionDoctor       = 1 // nlx doctor
-	versionLedger       = 1 // nlx apply: what the apply did
-	versionApprove      = 1 // nlx approve
-	versionResolve      = 1 // nlx resolve
-	versionImageBuild   = 1 // nlx image build
-	versionImageInspect = 1 // nlx image inspect
-	versionProcesses    = 1 // nlx ps
-	versionStateList    = 1 // nlx state list
-	versionStateShow    = 1 // nlx state show
-	versionStateHistory = 1 // nlx state history
-	versionStateJournal = 1 // nlx state journal
-	versionStateUnlock  = 1 // nlx state unlock
-	versionStateUpgrade = 1 // nlx state upgrade
-	versionStop         = 1 // nlx stop
-	versionImagePush    = 1 // nlx image push
-	versionImagePull    = 1 // nlx image pull
-	versionImageUnpack  = 1 // nlx image unpack
-	versionTurnEvent    = 1 // nlx turn --output json: one event per line
-	versionTurns        = 1 // nlx turns list
-	versionTurn         = 1 // nlx turns show
-	versionPermissions  = 1 // nlx permissions list
-	versionPermission   = 1 // nlx permissions allow|deny
-	versionJobs         = 1 // nlx jobs
-	versionJob          = 1 // nlx jobs show
-	versionRun          = 1 // nlx run
-	versionResolveClaim = 1 // nlx resolve claim
-	versionStatePublish = 1 // nlx state publish
-	versionPromote      = 1 // nlx promote
-	versionFollow       = 1 // nlx follow: one look
-	versionWhoami       = 1 // nlx whoami
+	versionError          = 1 // a failed command
+	versionValidate       = 1 // nlx validate
+	versionVersion        = 1 // nlx version
+	versionDoctor         = 1 // nlx doctor
+	versionLedger         = 1 // nlx apply: what the apply did
+	versionApprove        = 1 // nlx approve
+	versionResolve        = 1 // nlx resolve
+	versionImageBuild     = 1 // nlx image build
+	versionImageInspect   = 1 // nlx image inspect
+	versionProcesses      = 1 // nlx ps
+	versionStateList      = 1 // nlx state list
+	versionStateShow      = 1 // nlx state show
+	versionStateHistory   = 1 // nlx state history
+	versionStateJournal   = 1 // nlx state journal
+	versionStateUnlock    = 1 // nlx state unlock
+	versionStateUpgrade   = 1 // nlx state upgrade
+	versionStop           = 1 // nlx stop
+	versionImagePush      = 1 // nlx image push
+	versionImagePull      = 1 // nlx image pull
+	versionImageUnpack    = 1 // nlx image unpack
+	versionTurnEvent      = 1 // nlx turn --output json: one event per line
+	versionTurns          = 1 // nlx turns list
+	versionTurn           = 1 // nlx turns show
+	versionPermissions    = 1 // nlx permissions list
+	versionPermission     = 1 // nlx permissions allow|deny
+	versionJobs           = 1 // nlx jobs
+	versionJob            = 1 // nlx jobs show
+	versionRun            = 1 // nlx run
+	versionResolveClaim   = 1 // nlx resolve claim
+	versionRefresh        = 1 // nlx refresh
+	versionRefreshes      = 1 // nlx refreshes
+	versionResolveRefresh = 1 // nlx resolve refresh
+	versionStatePublish   = 1 // nlx state publish
+	versionPromote        = 1 // nlx promote
+	versionFollow         = 1 // nlx follow: one look
+	versionWhoami         = 1 // nlx whoami
 )
 
 // document is one command's result, in every format it has. Exactly one of

@@ -86,6 +86,9 @@ func TestImportRules(t *testing.T) {
 		// artifact means is the commands' and apply's to decide.
 		"approval": append([]string{"plan", "schema"}, leaves...),
 		"publish":  leaves,
+		// The tool proxy sees a catalog, connections to servers and a
+		// recorder it defines: never the state, a launch or a config.
+		"toolproxy": leaves,
 	}
 	for p, ok := range allowed {
 		for _, imp := range own(pkgs[p].Imports) {

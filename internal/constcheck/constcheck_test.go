@@ -51,6 +51,11 @@ var allowed = map[[2]string]string{
 	{"preserve/kinds.go", "unknown"}:                   "preserve.KindUnknown, the record kind of files nlx does not know",
 	{"schema/types.go", "unknown"}:                     "the record kind schema.RecordKinds lists (preserve.KindUnknown)",
 	{"cmd/nlx/preserve.go", "replace"}:                 "the --replace flag of nlx preserve export",
+	{"state/tools.go", "failed"}:                       "state.RefreshFailed, a catalog refresh that failed before it knew anything unknown, not a turn's status",
+	{"state/tools.go", "applied"}:                      "state.RefreshOutcomeApplied, a person's word on an unknown refresh, not a resolve of an apply",
+	{"toolproxy/proxy.go", "refused"}:                  "toolproxy.CallRefused, a tool call nlx's proxy refused, not an egress decision",
+	{"toolproxy/proxy.go", "failed"}:                   "toolproxy.CallFailed, a tool call whose server failed, not a turn's status",
+	{"toolproxy/own.go", "failed"}:                     "toolproxy.ReportFailed, what a job's report says of its work",
 }
 
 // definition is where a concept's constant is defined.

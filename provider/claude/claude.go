@@ -179,10 +179,35 @@ func (a *Adapter) Args(t provider.Turn) ([]string, map[string]string) {
 	} else {
 		args = append(args, "--allowedTools="+tools)
 	}
+	if t.Tools != nil {
+		// nlx's tool proxy, and nothing else: --strict-mcp-config keeps
+		// every other MCP configuration (the user's, a project's) out.
+		// Its tools run without asking: the workspace was granted them
+		// by an approved plan, and the proxy refuses what it no longer
+		// has.
+		args = append(args, "--mcp-config="+mcpConfig(*t.Tools), "--strict-mcp-config",
+			"--allowedTools="+mcpPrefix+t.Tools.Name)
+	}
 	if t.Resume != "" {
 		args = append(args, "--resume="+t.Resume)
 	}
 	return args, a.Env()
+}
+
+// mcpPrefix starts the names Claude Code gives an MCP server's tools
+// (mcp__SERVER__TOOL); an allow rule of mcp__SERVER allows them all.
+const mcpPrefix = "mcp__"
+
+// mcpConfig is --mcp-config's JSON naming server alone.
+func mcpConfig(s provider.MCPServer) string {
+	type stdio struct {
+		Type    string            `json:"type"`
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env,omitempty"`
+	}
+	b, _ := json.Marshal(map[string]map[string]stdio{"mcpServers": {s.Name: {Type: "stdio", Command: s.Command, Args: s.Args, Env: s.Env}}})
+	return string(b)
 }
 
 // reservedFlags are the flags a registration's command must not carry:
@@ -200,6 +225,7 @@ var reservedFlags = []string{
 	"--dangerously-skip-permissions", "--allow-dangerously-skip-permissions",
 	"--resume", "-r", "--continue", "-c", "--session-id", "--fork-session", "--no-session-persistence",
 	"--input-format", "--replay-user-messages", "--bg", "--background",
+	"--mcp-config", "--strict-mcp-config",
 }
 
 // CheckCommand is the package's CheckCommand, as a

@@ -360,6 +360,9 @@ func (r *run) answered(m message) *outcome {
 	case methodTurnInterrupt:
 		// {} or an error (the turn already ended): turn/completed, or
 		// Grace, ends the wait either way.
+	case methodConfigRead, methodConfigBatchWrite, methodMCPReload, methodMCPStatusList:
+		// The late answer of a refresh that gave up waiting for it:
+		// nothing waits for it any more.
 	}
 	return nil
 }
