@@ -301,7 +301,9 @@ func (r *Runner) startTools(ctx context.Context, w *worker, b *binding, req *iso
 	}
 	r.calls.db, r.calls.log = r.DB, r.Pool.logf
 	px, err := toolproxy.Start(toolproxy.Options{UID: uid, GID: gid, Catalog: cat, Record: r.recordCall(w.launchID, b.warmKey.workspace),
-		Log: func(format string, args ...any) { r.Pool.logf("launch %s: "+format, append([]any{w.launchID}, args...)...) }})
+		Log: func(format string, args ...any) {
+			r.Pool.logf("launch %s: "+format, append([]any{w.launchID}, args...)...)
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +405,9 @@ func readOwnerConfig(home, file string) ([]byte, error) {
 // followed (a link planted in place of a file is removed, not written
 // through).
 func writeHome(dir string, uid, gid int, files map[string][]byte, links map[string]string) error {
-	fail := func(err error) error { return reason.Wrap(reason.InvalidRequest, err, "the private provider home %s", dir) }
+	fail := func(err error) error {
+		return reason.Wrap(reason.InvalidRequest, err, "the private provider home %s", dir)
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return fail(err)
 	}
@@ -448,4 +452,3 @@ func writeHome(dir string, uid, gid int, files map[string][]byte, links map[stri
 	}
 	return nil
 }
-
