@@ -104,8 +104,6 @@ type mcpStatusListResult struct {
 	NextCursor *string `json:"nextCursor"`
 }
 
-type emptyParams struct{}
-
 // request sends one request between turns and waits for its answer.
 func (r *run) request(ctx context.Context, m method, params any) (message, error) {
 	wait, err := r.send(m, params)
@@ -225,7 +223,8 @@ func (r *run) WriteMCPServer(server provider.MCPServer, version string) (provide
 
 // ReloadMCPServers sends config/mcpServer/reload.
 func (r *run) ReloadMCPServers() (provider.Answer, error) {
-	wait, err := r.send(methodMCPReload, emptyParams{})
+	// The schema has no params for it (null), though {} is taken too.
+	wait, err := r.send(methodMCPReload, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/nlx-dev/nlx/provider"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,6 +106,17 @@ func resultDefs(defs map[string]json.RawMessage, name string) (map[string]string
 		return nil, fmt.Errorf("schema v2: %w", err)
 	}
 	out := map[string]string{}
+	// Methods whose result is not named after their params: the config
+	// writes share one, and reload has no params.
+	for m, def := range map[string]string{"config/batchWrite": "v2/ConfigWriteResponse", "config/value/write": "v2/ConfigWriteResponse",
+		"config/mcpServer/reload": "v2/McpServerRefreshResponse"} {
+		if _, ok := v2[strings.TrimPrefix(def, "v2/")]; !ok && name == "ClientRequest" {
+			return nil, fmt.Errorf("schema: no definition %s for %s's result", def, m)
+		}
+		if name == "ClientRequest" {
+			out[m] = def
+		}
+	}
 	for _, o := range union.OneOf {
 		if len(o.Properties.Method.Enum) != 1 {
 			return nil, fmt.Errorf("schema %s: a member without one method", name)
@@ -122,7 +134,7 @@ func resultDefs(defs map[string]json.RawMessage, name string) (map[string]string
 		} else {
 			_, found = defs[def]
 		}
-		if found {
+		if _, named := out[m]; found && !named {
 			out[m] = def
 		}
 	}
@@ -316,6 +328,12 @@ func TestSchemaValidates(t *testing.T) {
 			ThreadID: "t", Input: []userInput{{Type: inputText, Text: "hi"}}, ApprovalPolicy: approvalUntrusted, ApprovalsReviewer: reviewerUser,
 			SandboxPolicy: sandboxPolicy{Type: sandboxExternal, NetworkAccess: networkEnabled}}}), true},
 		{"turn/interrupt", "ClientRequest", enc(request{Method: methodTurnInterrupt, ID: 4, Params: turnInterruptParams{ThreadID: "t", TurnID: "u"}}), true},
+		{"config/read", "ClientRequest", enc(request{Method: methodConfigRead, ID: 5, Params: configReadParams{IncludeLayers: true}}), true},
+		{"config/batchWrite", "ClientRequest", enc(request{Method: methodConfigBatchWrite, ID: 6, Params: configBatchWriteParams{ExpectedVersion: "sha256:0",
+			Edits: []configEdit{{KeyPath: "mcp_servers.nlx", MergeStrategy: mergeUpsert, Value: mcpEntry(provider.MCPServer{Name: "nlx",
+				Command: "/run/nlx/nlx", Args: []string{"__mcp-bridge", "/run/nlx/tools.sock"}, Env: map[string]string{"NLX_TOOLS_GRANT": "sha256:1"}})}}}}), true},
+		{"config/mcpServer/reload", "ClientRequest", enc(request{Method: methodMCPReload, ID: 7}), true},
+		{"mcpServerStatus/list", "ClientRequest", enc(request{Method: methodMCPStatusList, ID: 8, Params: mcpStatusListParams{ServerName: "nlx", Detail: statusDetail}}), true},
 		{"accept", "CommandExecutionRequestApprovalResponse", enc(approvalResponse{Decision: decisionAccept}), true},
 		{"decline file change", "FileChangeRequestApprovalResponse", enc(approvalResponse{Decision: decisionDecline}), true},
 		{"no permissions", "PermissionsRequestApprovalResponse", enc(permissionsResponse{Scope: grantTurn}), true},
@@ -329,6 +347,8 @@ func TestSchemaValidates(t *testing.T) {
 		{"bad sandbox", "ClientRequest", []byte(`{"method":"thread/start","id":1,"params":{"sandbox":"workspaceWrite"}}`), false},
 		{"bad decision", "CommandExecutionRequestApprovalResponse", []byte(`{"decision":"deny"}`), false},
 		{"turn/start without input", "ClientRequest", []byte(`{"method":"turn/start","id":1,"params":{"threadId":"t"}}`), false},
+		{"bad merge strategy", "ClientRequest", []byte(`{"method":"config/batchWrite","id":1,"params":{"edits":[{"keyPath":"a","value":1,"mergeStrategy":"merge"}]}}`), false},
+		{"bad status detail", "ClientRequest", []byte(`{"method":"mcpServerStatus/list","id":1,"params":{"detail":"everything"}}`), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
