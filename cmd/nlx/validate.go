@@ -27,7 +27,7 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 				return err
 			}
 			counts := map[string]int{
-				"host": 1, "providers": len(cfg.Providers), "images": len(cfg.Images), "workspaces": len(cfg.Workspaces),
+				"host": 1, "providers": len(cfg.Providers), "images": len(cfg.Images), "tools": len(cfg.Tools), "workspaces": len(cfg.Workspaces),
 				"connections": len(cfg.Connections), "skills": len(cfg.Skills), "jobs": len(cfg.Jobs),
 				"preservations": len(cfg.Preservations),
 			}
@@ -45,7 +45,7 @@ nlx schema and checks every cross-reference. Each error names file:line:col.`,
 				}{true, total, counts, cfg.Inputs.Hash},
 				Text: func(w io.Writer) error {
 					_, err := fmt.Fprintf(w, "The configuration is valid: %s (%s).\n", plural(total, "resource"), strings.Join([]string{
-						plural(1, "host"), plural(counts["providers"], "provider"), plural(counts["images"], "image"),
+						plural(1, "host"), plural(counts["providers"], "provider"), plural(counts["images"], "image"), plural(counts["tools"], "tool"),
 						plural(counts["workspaces"], "workspace"), plural(counts["connections"], "connection"),
 						plural(counts["skills"], "skill"), plural(counts["jobs"], "job"), plural(counts["preservations"], "preservation"),
 					}, ", "))
