@@ -489,3 +489,32 @@ func TestHTTPServer(t *testing.T) {
 		})
 	}
 }
+
+// TestAnsweredAfterHalfClose: a client that closes its side after its
+// requests (a shell piping them into the bridge) still gets the answers.
+func TestAnsweredAfterHalfClose(t *testing.T) {
+	files := newTestServer("files", "echo")
+	cat := &catalog{}
+	cat.set(files.server("1"))
+	p := start(t, cat, &recorder{})
+	c, err := net.Dial("unix", p.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"sh","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"files__echo","arguments":{"text":"piped"}}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"web__echo","arguments":{"text":"piped"}}}` + "\n"))
+	c.(*net.UnixConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	out, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":2,"result":{"content":[{"type":"text","text":"files: piped"}]`, `"id":3,"error":`, `tool_not_allowed`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("answers lack %s:\n%s", want, out)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package toolproxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -45,7 +47,10 @@ func newSession(p *Proxy, c net.Conn) *session {
 		ctx: ctx, cancel: cancel, inflight: map[string]context.CancelFunc{}}
 }
 
-// serve reads the provider's messages until the connection ends.
+// serve reads the provider's messages until the connection ends. A
+// client that stops writing (its stdin closed) still gets the answers to
+// what it asked; a connection that fails, or a proxy that stops, cancels
+// them.
 func (s *session) serve() {
 	defer func() {
 		s.cancel()
@@ -54,6 +59,10 @@ func (s *session) serve() {
 	}()
 	for {
 		line, err := s.r.next()
+		if errors.Is(err, io.EOF) {
+			s.wg.Wait()
+			return
+		}
 		if err != nil {
 			return
 		}
