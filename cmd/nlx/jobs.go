@@ -241,25 +241,15 @@ the job's workspace in the applied state.`,
 				default:
 					return reason.New(reason.InvalidUsage, "--outcome %q: want succeeded, failed or not-run", outcome)
 				}
-				if !schema.ValidName(actor) {
-					return reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
-				}
-				if strings.TrimSpace(why) == "" {
-					return reason.New(reason.InvalidUsage, "--reason is required: say how you know")
-				}
-				if err := proveActor(ctx, db, actor, key); err != nil {
+				if err := resolver(ctx, db, actor, why, key); err != nil {
 					return err
 				}
 				c, err := db.ClaimByID(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				auth, err := db.Authority(ctx)
-				if err != nil {
+				if err := operatorOrAdmin(ctx, db, actor, c.Workspace); err != nil {
 					return err
-				}
-				if !auth.Operators[actor] && !auth.Admins[c.Workspace][actor] {
-					return reason.New(reason.ApproverNotAdmin, "%s is neither a host operator nor an admin of workspace %s in the applied state", actor, c.Workspace)
 				}
 				if err := db.ResolveClaim(ctx, c.ID, o, actor, why); err != nil {
 					return err
@@ -277,4 +267,29 @@ the job's workspace in the applied state.`,
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+// resolver checks a resolution's actor (a name, proven) and its reason
+// (how they know).
+func resolver(ctx context.Context, db *state.DB, actor, why, key string) error {
+	if !schema.ValidName(actor) {
+		return reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
+	}
+	if strings.TrimSpace(why) == "" {
+		return reason.New(reason.InvalidUsage, "--reason is required: say how you know")
+	}
+	return proveActor(ctx, db, actor, key)
+}
+
+// operatorOrAdmin refuses an actor who is neither a host operator nor an
+// admin of workspace in the applied state.
+func operatorOrAdmin(ctx context.Context, db *state.DB, actor, workspace string) error {
+	auth, err := db.Authority(ctx)
+	if err != nil {
+		return err
+	}
+	if !auth.Operators[actor] && !auth.Admins[workspace][actor] {
+		return reason.New(reason.ApproverNotAdmin, "%s is neither a host operator nor an admin of workspace %s in the applied state", actor, workspace)
+	}
+	return nil
 }

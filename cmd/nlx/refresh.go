@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -61,12 +60,8 @@ func refreshRun(ctx context.Context, a *app, db *state.DB, workspace, actor, key
 	} else if !found || status != reconcile.StatusActive {
 		return reason.New(reason.NotApplied, "workspace.%s is not in the applied state", workspace)
 	}
-	auth, err := db.Authority(ctx)
-	if err != nil {
+	if err := operatorOrAdmin(ctx, db, actor, workspace); err != nil {
 		return err
-	}
-	if !auth.Operators[actor] && !auth.Admins[workspace][actor] {
-		return reason.New(reason.ApproverNotAdmin, "%s is neither a host operator nor an admin of workspace %s in the applied state", actor, workspace)
 	}
 	holder, held, err := db.ServeHolder(ctx)
 	if err != nil {
@@ -214,25 +209,15 @@ admin of the workspace in the applied state.`,
 				default:
 					return reason.New(reason.InvalidUsage, "--outcome %q: want applied or not-applied", outcome)
 				}
-				if !schema.ValidName(actor) {
-					return reason.New(reason.InvalidUsage, "--actor %q is not an actor name", actor)
-				}
-				if strings.TrimSpace(why) == "" {
-					return reason.New(reason.InvalidUsage, "--reason is required: say how you know")
-				}
-				if err := proveActor(ctx, db, actor, key); err != nil {
+				if err := resolver(ctx, db, actor, why, key); err != nil {
 					return err
 				}
 				r, err := db.Refresh(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				auth, err := db.Authority(ctx)
-				if err != nil {
+				if err := operatorOrAdmin(ctx, db, actor, r.Workspace); err != nil {
 					return err
-				}
-				if !auth.Operators[actor] && !auth.Admins[r.Workspace][actor] {
-					return reason.New(reason.ApproverNotAdmin, "%s is neither a host operator nor an admin of workspace %s in the applied state", actor, r.Workspace)
 				}
 				if err := db.ResolveRefresh(ctx, r.ID, o, actor, why); err != nil {
 					return err

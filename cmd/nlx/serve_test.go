@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,8 +32,22 @@ func cmdWaitclaim(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 3 || len(args) > 4 {
 		ts.Fatalf("usage: waitclaim STATE JOB PHASE[,PHASE...] [VAR]")
 	}
-	ctx := context.Background()
 	phases := strings.Split(args[2], ",")
+	waitState(ts, neg, args[0], "job "+args[1]+": a claim in phase "+args[2], func(ctx context.Context, db *state.DB) (string, string, bool) {
+		rows, err := db.Claims(ctx, args[1], 1)
+		if err != nil || len(rows) == 0 {
+			return "", "none", false
+		}
+		return rows[0].ID, string(rows[0].Phase), slices.Contains(phases, string(rows[0].Phase))
+	}, args[3:]...)
+}
+
+// waitState polls the state at path (read-only) until probe finds what
+// it looks for, and sets the variable named in vars to the id it
+// returns; with neg it fails when probe finds it within five seconds.
+// what names it in the failure; probe also says what it found last.
+func waitState(ts *testscript.TestScript, neg bool, path, what string, probe func(ctx context.Context, db *state.DB) (id, last string, found bool), vars ...string) {
+	ctx := context.Background()
 	wait := 2 * time.Minute
 	if neg {
 		wait = 5 * time.Second
@@ -40,29 +55,25 @@ func cmdWaitclaim(ts *testscript.TestScript, neg bool, args []string) {
 	deadline := time.Now().Add(wait)
 	last := "none"
 	for time.Now().Before(deadline) {
-		db, err := state.Open(ctx, ts.MkAbs(args[0]), state.Options{ReadOnly: true})
+		db, err := state.Open(ctx, ts.MkAbs(path), state.Options{ReadOnly: true})
 		if err == nil {
-			rows, err := db.Claims(ctx, args[1], 1)
+			id, got, found := probe(ctx, db)
 			db.Close()
-			if err == nil && len(rows) > 0 {
-				last = string(rows[0].Phase)
-				for _, p := range phases {
-					if string(rows[0].Phase) == p {
-						if neg {
-							ts.Fatalf("job %s has a claim %s in phase %s", args[1], rows[0].ID, p)
-						}
-						if len(args) == 4 {
-							ts.Setenv(args[3], rows[0].ID)
-						}
-						return
-					}
+			last = got
+			if found {
+				if neg {
+					ts.Fatalf("%s: found %s (%s)", what, id, got)
 				}
+				if len(vars) > 0 {
+					ts.Setenv(vars[0], id)
+				}
+				return
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !neg {
-		ts.Fatalf("job %s: no claim in phase %s (newest: %s)", args[1], args[2], last)
+		ts.Fatalf("%s: not found (newest: %s)", what, last)
 	}
 }
 

@@ -14,11 +14,17 @@ import (
 // into dir, static (CGO_ENABLED=0) as its users run it in sandboxes, and
 // returns its path. It runs the go command, from within nlx's module.
 func BuildStandin(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "codexstandin")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/nlx-dev/nlx/internal/codexstandin")
+	return build(ctx, dir, "codexstandin")
+}
+
+// build builds the command internal/NAME into dir, static, and returns
+// its path.
+func build(ctx context.Context, dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/nlx-dev/nlx/internal/"+name)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build codexstandin: %v\n%s", err, out)
+		return "", fmt.Errorf("go build %s: %v\n%s", name, err, out)
 	}
 	return bin, nil
 }

@@ -188,55 +188,56 @@ func (r *run) ReadConfig(ctx context.Context) (provider.ConfigVersion, error) {
 // WriteMCPServer sends server's entry (mcp_servers.NAME) with
 // config/batchWrite, expecting version.
 func (r *run) WriteMCPServer(server provider.MCPServer, version string) (provider.Answer, error) {
-	wait, err := r.send(methodConfigBatchWrite, configBatchWriteParams{ExpectedVersion: version,
-		Edits: []configEdit{{KeyPath: "mcp_servers." + server.Name, Value: mcpEntry(server), MergeStrategy: mergeUpsert}}})
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) (string, error) {
-		m, err := wait(ctx)
-		if err != nil {
-			return "", err
-		}
-		if m.Error != nil {
-			var data struct {
-				Code string `json:"config_write_error_code"`
+	return r.answer(methodConfigBatchWrite, configBatchWriteParams{ExpectedVersion: version,
+		Edits: []configEdit{{KeyPath: "mcp_servers." + server.Name, Value: mcpEntry(server), MergeStrategy: mergeUpsert}}},
+		func(m message) (string, error) {
+			if m.Error != nil {
+				var data struct {
+					Code string `json:"config_write_error_code"`
+				}
+				if json.Unmarshal(m.Error.Data, &data) == nil && data.Code == configVersionConflict {
+					return "", fmt.Errorf("codex: %s: %w", m.Error.Message, provider.ErrConfigConflict)
+				}
+				return "", fmt.Errorf("codex refused config/batchWrite: %w", m.Error)
 			}
-			if json.Unmarshal(m.Error.Data, &data) == nil && data.Code == configVersionConflict {
-				return "", fmt.Errorf("codex: %s: %w", m.Error.Message, provider.ErrConfigConflict)
+			var res configWriteResult
+			if err := json.Unmarshal(m.Result, &res); err != nil || res.Version == "" {
+				return "", fmt.Errorf("codex: config/batchWrite answered without a version (%v)", err)
 			}
-			return "", fmt.Errorf("codex refused config/batchWrite: %w", m.Error)
-		}
-		var res configWriteResult
-		if err := json.Unmarshal(m.Result, &res); err != nil || res.Version == "" {
-			return "", fmt.Errorf("codex: config/batchWrite answered without a version (%v)", err)
-		}
-		if res.Status == writeOverridden {
-			return res.Version, reason.New(reason.RefreshUnverified, "codex wrote %s, but a layer above it overrides mcp_servers.%s", res.FilePath, server.Name)
-		}
-		if res.Status != writeOK {
-			return res.Version, fmt.Errorf("codex: config/batchWrite status %q", res.Status)
-		}
-		return res.Version, nil
-	}, nil
+			if res.Status == writeOverridden {
+				return res.Version, reason.New(reason.RefreshUnverified, "codex wrote %s, but a layer above it overrides mcp_servers.%s", res.FilePath, server.Name)
+			}
+			if res.Status != writeOK {
+				return res.Version, fmt.Errorf("codex: config/batchWrite status %q", res.Status)
+			}
+			return res.Version, nil
+		})
 }
 
-// ReloadMCPServers sends config/mcpServer/reload.
+// ReloadMCPServers sends config/mcpServer/reload. The schema has no
+// params for it (null), though {} is taken too.
 func (r *run) ReloadMCPServers() (provider.Answer, error) {
-	// The schema has no params for it (null), though {} is taken too.
-	wait, err := r.send(methodMCPReload, nil)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) (string, error) {
-		m, err := wait(ctx)
-		if err != nil {
-			return "", err
-		}
+	return r.answer(methodMCPReload, nil, func(m message) (string, error) {
 		if m.Error != nil {
 			return "", fmt.Errorf("codex refused config/mcpServer/reload: %w", m.Error)
 		}
 		return "", nil
+	})
+}
+
+// answer sends m and returns its Answer: read reads the answer once it
+// came.
+func (r *run) answer(m method, params any, read func(message) (string, error)) (provider.Answer, error) {
+	wait, err := r.send(m, params)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (string, error) {
+		msg, err := wait(ctx)
+		if err != nil {
+			return "", err
+		}
+		return read(msg)
 	}, nil
 }
 
