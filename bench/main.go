@@ -25,7 +25,7 @@ func main() {
 	rounds := flag.Int("rounds", 7, "rounds per measurement (the median is reported)")
 	workspaces := flag.Int("workspaces", 2000, "workspaces in the generated fleet (each with 1 connection and 5 jobs)")
 	keep := flag.Bool("keep", false, "keep the work directory")
-	only := flag.String("only", "", "run only this part: reconcile, images, isolate, turn, egress, serve, preserve or gitops")
+	only := flag.String("only", "", "run only this part: reconcile, images, isolate, turn, egress, serve, tools, preserve or gitops")
 	flag.Parse()
 	if err := run(context.Background(), *rounds, *workspaces, *keep, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -90,6 +90,8 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 		return egressBench(ctx, work, nlx)
 	case "serve":
 		return serveBench(ctx, work, nlx)
+	case "tools":
+		return toolsBench(ctx, work, nlx)
 	case "preserve":
 		return preserveBench(ctx, work, nlx, rounds)
 	case "gitops":
@@ -181,6 +183,9 @@ func run(ctx context.Context, rounds, workspaces int, keep bool, only string) er
 		return err
 	}
 	if err := serveBench(ctx, work, nlx); err != nil {
+		return err
+	}
+	if err := toolsBench(ctx, work, nlx); err != nil {
 		return err
 	}
 	return imageBench(ctx, work, nlx)
@@ -280,16 +285,27 @@ var peers = []struct{ bench, peer, what string }{
 	{"BenchmarkEncode/canonical", "BenchmarkEncode/encoding-json", "plan encoding: canonical encoder vs encoding/json"},
 	{"BenchmarkLeaves/scan", "BenchmarkLeaves/decode", "field diff leaves: JSON scan vs decoding"},
 	{"BenchmarkRead/read", "BenchmarkRead/encoding-json", "plan reading: verified read vs plain json.Unmarshal"},
+	{"BenchmarkCallProxied", "BenchmarkCallDirect", "tool call in process: through the proxy vs direct"},
+}
+
+// benchRuns are the go test -bench runs: each package's benchmarks with
+// the iterations that suit them (a tool call takes ~0.2 ms: many more).
+var benchRuns = [][]string{
+	{"-benchtime", "5x", "./schema", "./plan", "./reconcile"},
+	{"-benchtime", "2000x", "./toolproxy"},
 }
 
 // goBenchmarks runs the benchmarks next to the code and prints each one's
 // ratio to its peer.
 func goBenchmarks(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", ".", "-benchtime", "5x", "-benchmem",
-		"./schema", "./plan", "./reconcile")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("go test -bench: %v\n%s", err, out)
+	var out []byte
+	for _, args := range benchRuns {
+		cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem"}, args...)...)
+		o, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go test -bench: %v\n%s", err, o)
+		}
+		out = append(out, o...)
 	}
 	ns := map[string]float64{}
 	for _, line := range strings.Split(string(out), "\n") {
