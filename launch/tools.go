@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
+	"encoding/json"
 	"slices"
 
 	"github.com/nlx-dev/nlx/internal/reason"
@@ -56,16 +56,9 @@ func Tools(ctx context.Context, st Applied, workspace, connection string) (tools
 		if err != nil {
 			return nil, "", err
 		}
-		if !found || status != reconcile.StatusActive {
-			continue
-		}
 		var t schema.Tool
-		if err := read(ctx, st, schema.KindTool, name, &t); err != nil {
-			var re *reason.Error
-			if errors.As(err, &re) {
-				continue
-			}
-			return nil, "", err
+		if !found || status != reconcile.StatusActive || json.Unmarshal(spec, &t) != nil {
+			continue // not granted: not applied, held, or unreadable
 		}
 		switch t.Scope {
 		case "team":

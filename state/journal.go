@@ -162,6 +162,9 @@ func (db *DB) Commit(ctx context.Context, applyID, serial int64, changes []plan.
 		if _, err := tx.ExecContext(ctx, `UPDATE applies SET committed = committed + ? WHERE id = ?`, len(changes), applyID); err != nil {
 			return fmt.Errorf("count committed changes: %w", err)
 		}
+		if err := resourcesChanged(ctx, tx); err != nil {
+			return err
+		}
 		// The approvals these changes used are spent with them, each once.
 		if len(approvals) > 0 {
 			ids, err := json.Marshal(approvals)
@@ -416,6 +419,9 @@ func (db *DB) Resolve(ctx context.Context, lockID, address, outcomeFlag, actor, 
 		if err != nil {
 			return fmt.Errorf("record %s as applied: %w", address, err)
 		}
+		if err := resourcesChanged(ctx, tx); err != nil {
+			return err
+		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO journal (apply_id, address, action, phase, at, detail) VALUES (?, ?, ?, ?, ?, ?)`,
 			last.applyID, address, last.action, PhaseCommitted, at, "resolved as applied by "+actor+": "+why)
 		return err
@@ -489,4 +495,24 @@ func (db *DB) History(ctx context.Context) ([]ApplyRecord, error) {
 		return arows.Err()
 	})
 	return out, err
+}
+
+// resourcesChanged counts a transaction that writes applied resources
+// (ResourcesVersion).
+func resourcesChanged(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE lineage SET resources_version = resources_version + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("count the resources' change: %w", err)
+	}
+	return nil
+}
+
+// ResourcesVersion is the count of transactions that wrote applied
+// resources: equal values tell that no applied resource changed between
+// two reads.
+func (db *DB) ResourcesVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := db.rdb.QueryRowContext(ctx, `SELECT resources_version FROM lineage WHERE id = 1`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("state %s: read the resources' version: %w", db.path, err)
+	}
+	return v, nil
 }

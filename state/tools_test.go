@@ -2,7 +2,10 @@ package state_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+
+	"github.com/nlx-dev/nlx/plan"
 
 	"github.com/nlx-dev/nlx/internal/reason"
 	"github.com/nlx-dev/nlx/state"
@@ -150,5 +153,28 @@ func TestRefreshRequests(t *testing.T) {
 	}
 	if open, _ := db.OpenRefreshRequests(ctx); len(open) != 0 {
 		t.Errorf("open requests %+v after done", open)
+	}
+}
+
+// TestResourcesVersion: an apply's commit counts; a write of anything
+// else (a tool call's record) does not.
+func TestResourcesVersion(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, "2026-12-02T10:00:00Z")
+	db := f.db
+	before, err := db.ResourcesVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RecordToolCalls(ctx, []state.ToolCallRow{{ID: "c", LaunchID: "l", Workspace: "w", Tool: "t", ArgsDigest: "d",
+		Outcome: "succeeded", StartedAt: "x", EndedAt: "y"}}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := db.ResourcesVersion(ctx); v != before {
+		t.Errorf("a tool call's record moved the resources version %d -> %d", before, v)
+	}
+	f.apply(t, "sha256:one", []plan.Change{{Address: "workspace.w", Kind: "workspace", Name: "w", Action: plan.Create, After: json.RawMessage(`{"team":"t"}`)}})
+	if v, _ := db.ResourcesVersion(ctx); v != before+1 {
+		t.Errorf("an apply's commit: version %d, want %d", v, before+1)
 	}
 }

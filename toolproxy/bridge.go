@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -23,11 +24,40 @@ func Main() {
 		fmt.Fprintln(os.Stderr, "usage: nlx "+BridgeMode+" SOCKET")
 		os.Exit(2)
 	}
-	if err := Bridge(os.Stdin, os.Stdout, os.Args[2]); err != nil {
+	// A provider's stdio is two pipes: handed over to the proxy, which
+	// then reads and writes them itself. Anything else (a file, a
+	// terminal) is copied through.
+	run := func() error { return Bridge(os.Stdin, os.Stdout, os.Args[2]) }
+	if streamFD(int(os.Stdin.Fd())) && streamFD(int(os.Stdout.Fd())) {
+		run = func() error { return Handoff(os.Stdin, os.Stdout, os.Args[2]) }
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "nlx tools:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// Handoff connects to the proxy at socket and hands it in and out (the
+// provider's pipes: its MCP server's stdio): the proxy reads and writes
+// them itself, and closes the connection when the session ends, which
+// ends Handoff. Nothing is copied through the bridge.
+func Handoff(in, out *os.File, socket string) error {
+	c, err := net.DialTimeout("unix", socket, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("the tool proxy: %w", err)
+	}
+	uc := c.(*net.UnixConn)
+	defer uc.Close()
+	rights := syscall.UnixRights(int(in.Fd()), int(out.Fd()))
+	if _, _, err := uc.WriteMsgUnix([]byte{handoffByte}, rights, nil); err != nil {
+		return fmt.Errorf("the tool proxy: hand over the provider's stdio: %w", err)
+	}
+	_, err = io.Copy(io.Discard, uc)
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
 }
 
 // Bridge connects to the proxy at socket and copies in to it and its

@@ -20,12 +20,14 @@
 package toolproxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nlx-dev/nlx/internal/reason"
@@ -234,24 +237,112 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return
 		}
-		s := newSession(p, c)
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
 			c.Close()
 			return
 		}
-		p.sessions[s] = true
 		p.wg.Add(1)
 		p.mu.Unlock()
 		go func() {
 			defer p.wg.Done()
+			r, w, closer, err := handover(c)
+			if err != nil {
+				p.logf("a connection to the tool proxy: %v", err)
+				c.Close()
+				return
+			}
+			s := newSession(p, r, w, closer)
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				closer.Close()
+				return
+			}
+			p.sessions[s] = true
+			p.mu.Unlock()
 			s.serve()
 			p.mu.Lock()
 			delete(p.sessions, s)
 			p.mu.Unlock()
 		}()
 	}
+}
+
+// handoffByte is the one byte nlx's bridge sends with the provider's
+// stdio descriptors; a client that writes MCP on the connection itself
+// starts with '{'.
+const handoffByte = 0
+
+// handover reads the first byte a connection sends. From nlx's bridge it
+// carries the provider's own stdio (two pipes, or sockets): the session
+// reads and writes them directly, without the bridge copying every
+// message, and ends the connection (which ends the bridge) when it ends.
+// Anything else is a client that speaks MCP on the connection.
+func handover(c net.Conn) (io.Reader, io.Writer, io.Closer, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return c, c, c, nil
+	}
+	buf := make([]byte, 1)
+	oob := make([]byte, syscall.CmsgSpace(4*4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var fds []int
+	if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for i := range msgs {
+			if rights, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+				fds = append(fds, rights...)
+			}
+		}
+	}
+	if n == 1 && buf[0] == handoffByte && len(fds) == 2 && streamFD(fds[0]) && streamFD(fds[1]) {
+		for _, fd := range fds {
+			// Pollable: a read or write waits in the runtime's poller.
+			if err := syscall.SetNonblock(fd, true); err != nil {
+				closeFDs(fds)
+				return nil, nil, nil, err
+			}
+		}
+		in, out := os.NewFile(uintptr(fds[0]), "provider-stdin"), os.NewFile(uintptr(fds[1]), "provider-stdout")
+		return in, out, closers{in, out, c}, nil
+	}
+	closeFDs(fds)
+	if len(fds) > 0 || n == 0 {
+		return nil, nil, nil, fmt.Errorf("it handed over %d descriptor(s) that are not the provider's stdio", len(fds))
+	}
+	return io.MultiReader(bytes.NewReader(buf[:n]), c), c, c, nil
+}
+
+// streamFD reports whether fd is a pipe or a socket: what a provider's
+// stdio is.
+func streamFD(fd int) bool {
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return false
+	}
+	t := st.Mode & syscall.S_IFMT
+	return t == syscall.S_IFIFO || t == syscall.S_IFSOCK
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}
+
+// closers closes each, in order.
+type closers []io.Closer
+
+func (cs closers) Close() error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Stop closes the socket, every session and every server the proxy
@@ -356,6 +447,26 @@ func (p *Proxy) version() string {
 		return "dev"
 	}
 	return p.opts.Version
+}
+
+// running returns server s when it runs, started from its spec: a call
+// to it need not wait.
+func (p *Proxy) running(s Server) *upstream {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.servers[s.Name]
+	if e == nil || e.hash != s.Hash {
+		return nil
+	}
+	select {
+	case <-e.ready:
+	default:
+		return nil
+	}
+	if e.err != nil || e.up == nil || !e.up.alive() {
+		return nil
+	}
+	return e.up
 }
 
 // prune stops the servers the catalog no longer names.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -516,5 +517,84 @@ func TestAnsweredAfterHalfClose(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("answers lack %s:\n%s", want, out)
 		}
+	}
+}
+
+// TestHandoff: nlx's bridge hands the provider's own stdio (pipes) to
+// the proxy, which serves the session on them; the bridge ends when the
+// session does (the provider closed its side).
+func TestHandoff(t *testing.T) {
+	files := newTestServer("files", "echo")
+	cat := &catalog{}
+	cat.set(files.server("1"))
+	rec := &recorder{}
+	p := start(t, cat, rec)
+	// The provider's MCP client writes the bridge's stdin and reads its
+	// stdout: two pipes, as a program's stdio is.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- Handoff(inR, outW, p.Socket())
+		inR.Close()
+		outW.Close()
+	}()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "provider", Version: "1"}, nil)
+	s, err := cl.Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, word := range []string{"one", "two"} {
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "files__echo", Arguments: map[string]any{"text": word}})
+		if err != nil || text(res) != "files: "+word {
+			t.Fatalf("call through the handed-over stdio: %+v %v", res, err)
+		}
+	}
+	if _, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "web__echo", Arguments: map[string]any{"text": "x"}}); err == nil {
+		t.Error("a call outside the catalog was answered")
+	}
+	s.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("handoff: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the bridge did not end with the session")
+	}
+	if calls := waitCalls(t, rec, 3); calls[0].Outcome != CallSucceeded || calls[2].Outcome != CallRefused {
+		t.Errorf("records %+v", calls)
+	}
+}
+
+// TestHandoverRefusesOtherDescriptors: a connection that hands over
+// anything but two pipes or sockets gets no session.
+func TestHandoverRefusesOtherDescriptors(t *testing.T) {
+	p := start(t, &catalog{}, &recorder{})
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c, err := net.Dial("unix", p.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := c.(*net.UnixConn).WriteMsgUnix([]byte{handoffByte}, syscall.UnixRights(int(f.Fd()), int(f.Fd())), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("read %d bytes (%v): want the connection closed", n, err)
+	}
+	if p.Sessions() != 0 {
+		t.Error("a session was served on a regular file")
 	}
 }

@@ -1,12 +1,12 @@
 package toolproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,27 +24,29 @@ var serverVersions = []string{"2024-11-05", "2025-03-26", "2025-06-18", "2025-11
 const instructions = "These are the tools this workspace may use, through nlx. Tools named SERVER__TOOL are SERVER's. " +
 	"When a job's work is done, call nlx_report once with its structured result: nlx records it with the turn."
 
-// session is one provider's MCP client connected to the proxy.
+// session is one provider's MCP client connected to the proxy: on the
+// provider's own pipes (the bridge handed them over), or on the bridge's
+// connection.
 type session struct {
 	p  *Proxy
 	id int64
-	c  net.Conn
+	c  io.Closer
 	r  *lineReader
 	w  *lineWriter
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // requests not answered yet
 
 	mu          sync.Mutex
 	initialized bool
-	inflight    map[string]context.CancelFunc // by request id
+	inflight    map[string]func() // by request id: what cancels it
 }
 
-func newSession(p *Proxy, c net.Conn) *session {
+func newSession(p *Proxy, r io.Reader, w io.Writer, c io.Closer) *session {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &session{p: p, id: p.sessionSq.Add(1), c: c, r: newLineReader(c), w: &lineWriter{w: c},
-		ctx: ctx, cancel: cancel, inflight: map[string]context.CancelFunc{}}
+	return &session{p: p, id: p.sessionSq.Add(1), c: c, r: newLineReader(r), w: &lineWriter{w: w},
+		ctx: ctx, cancel: cancel, inflight: map[string]func(){}}
 }
 
 // serve reads the provider's messages until the connection ends. A
@@ -53,6 +55,7 @@ func newSession(p *Proxy, c net.Conn) *session {
 // them.
 func (s *session) serve() {
 	defer func() {
+		s.cancelAll()
 		s.cancel()
 		s.wg.Wait()
 		s.c.Close()
@@ -60,7 +63,15 @@ func (s *session) serve() {
 	for {
 		line, err := s.r.next()
 		if errors.Is(err, io.EOF) {
-			s.wg.Wait()
+			answered := make(chan struct{})
+			go func() {
+				s.wg.Wait()
+				close(answered)
+			}()
+			select {
+			case <-answered:
+			case <-s.ctx.Done():
+			}
 			return
 		}
 		if err != nil {
@@ -92,6 +103,19 @@ func (s *session) serve() {
 	}
 }
 
+// cancelAll cancels every request not answered yet.
+func (s *session) cancelAll() {
+	s.mu.Lock()
+	var cancels []func()
+	for _, c := range s.inflight {
+		cancels = append(cancels, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+}
+
 // close ends the session.
 func (s *session) close() {
 	s.cancel()
@@ -119,7 +143,7 @@ func (s *session) request(m *message) {
 	case methodToolsList:
 		s.async(m, s.list)
 	case methodToolsCall:
-		s.async(m, s.call)
+		s.call(m)
 	default:
 		_ = s.w.writeError(m.ID, errMethodNotFound, "nlx's tool proxy does not serve "+m.Method, nil)
 	}
@@ -130,20 +154,28 @@ func (s *session) request(m *message) {
 func (s *session) async(m *message, handle func(ctx context.Context, m *message)) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	key := string(m.ID)
+	s.track(key, cancel)
+	go func() {
+		defer s.untrack(key)
+		defer cancel()
+		handle(ctx, m)
+	}()
+}
+
+// track counts request key as not answered yet, cancelled by cancel.
+func (s *session) track(key string, cancel func()) {
+	s.wg.Add(1)
 	s.mu.Lock()
 	s.inflight[key] = cancel
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			delete(s.inflight, key)
-			s.mu.Unlock()
-			cancel()
-		}()
-		handle(ctx, m)
-	}()
+}
+
+// untrack counts request key as answered (or given up).
+func (s *session) untrack(key string) {
+	s.mu.Lock()
+	delete(s.inflight, key)
+	s.mu.Unlock()
+	s.wg.Done()
 }
 
 func (s *session) initialize(m *message) {
@@ -199,18 +231,22 @@ func (s *session) list(ctx context.Context, m *message) {
 
 // call routes tools/call: refused when the workspace may not use the
 // tool now, answered by nlx for its own tools, else passed to the server
-// and its answer passed back. Every call is recorded.
-func (s *session) call(ctx context.Context, m *message) {
+// and its answer passed back. Every call is recorded. A call to a server
+// that runs is routed and sent from the session's reader, and its answer
+// written from the server's: no goroutine is woken between; only a
+// server yet to start is waited for in a goroutine of the call's own.
+func (s *session) call(m *message) {
 	c := Call{ID: "call-" + strconv.FormatInt(s.p.callSeq.Add(1), 10) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		Turn: s.p.currentTurn(), Started: time.Now()}
-	defer func() {
+	done := func() {
 		c.Ended = time.Now()
 		s.p.record(c)
-	}()
+	}
 	var params callParams
 	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
 		c.Outcome, c.Code, c.Message = CallRefused, reason.InvalidRequest, "tools/call without a tool name"
 		_ = s.w.writeError(m.ID, errInvalidParams, "nlx: tools/call needs params with a name", nil)
+		done()
 		return
 	}
 	c.Tool = params.Name
@@ -219,10 +255,11 @@ func (s *session) call(ctx context.Context, m *message) {
 		args = json.RawMessage("{}")
 	}
 	c.ArgsDigest = digest(args)
-	own, srv, tool, err := s.p.route(ctx, params.Name)
+	own, srv, tool, err := s.p.route(s.ctx, params.Name)
 	if err != nil {
 		c.Outcome, c.Code, c.Message = CallRefused, reason.CodeOf(err), err.Error()
 		_ = s.w.writeError(m.ID, errInvalidParams, "nlx: "+err.Error(), map[string]string{"nlx_code": string(c.Code)})
+		done()
 		return
 	}
 	if own != nil {
@@ -233,38 +270,112 @@ func (s *session) call(ctx context.Context, m *message) {
 			c.Outcome, c.Message = CallToolError, "the report was refused"
 		}
 		_ = s.w.writeResult(m.ID, res)
+		done()
 		return
 	}
 	c.Server = srv.Name
-	up, err := s.p.server(ctx, srv)
-	if err != nil {
-		c.Outcome, c.Code, c.Message = CallFailed, reason.CodeOf(err), err.Error()
-		_ = s.w.writeError(m.ID, errInternal, "nlx: "+err.Error(), map[string]string{"nlx_code": string(c.Code)})
+	if up := s.p.running(srv); up != nil {
+		key := string(m.ID)
+		var mu sync.Mutex
+		var cancel func()
+		requested := false
+		s.track(key, func() {
+			mu.Lock()
+			f := cancel
+			requested = f == nil
+			mu.Unlock()
+			if f != nil {
+				f()
+			}
+		})
+		f, _ := s.forward(m, &c, up, tool, params, func() {
+			done()
+			s.untrack(key)
+		})
+		mu.Lock()
+		cancel = f
+		late := requested
+		mu.Unlock()
+		if late {
+			f()
+		}
 		return
 	}
-	resp, err := up.callTool(ctx, tool, params.Arguments, params.Meta)
-	switch {
-	case err != nil && ctx.Err() != nil && s.ctx.Err() == nil:
-		// The provider cancelled it: it wants no answer.
-		c.Outcome, c.Code, c.Message = CallFailed, reason.TurnCancelled, "cancelled by the provider"
-	case err != nil:
-		c.Outcome, c.Code, c.Message = CallFailed, reason.ToolUnavailable, err.Error()
-		_ = s.w.writeError(m.ID, errInternal, "nlx: "+err.Error(), map[string]string{"nlx_code": string(reason.ToolUnavailable)})
-	case resp.Error != nil:
-		c.Outcome, c.Message = CallFailed, fmt.Sprintf("the tool server answered an error: %v", resp.Error)
-		b, _ := json.Marshal(resp.Error)
-		_ = s.w.write(resultHead, m.ID, errorMid, b, closeBrace)
-	default:
-		c.Outcome = CallSucceeded
-		var r struct {
-			IsError bool `json:"isError"`
+	s.async(m, func(ctx context.Context, m *message) {
+		up, err := s.p.server(ctx, srv)
+		if err != nil {
+			c.Outcome, c.Code, c.Message = CallFailed, reason.CodeOf(err), err.Error()
+			if ctx.Err() == nil {
+				_ = s.w.writeError(m.ID, errInternal, "nlx: "+err.Error(), map[string]string{"nlx_code": string(c.Code)})
+			}
+			done()
+			return
 		}
-		if json.Unmarshal(resp.Result, &r) == nil && r.IsError {
-			c.Outcome = CallToolError
+		cancel, answered := s.forward(m, &c, up, tool, params, done)
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			cancel()
+			<-answered
 		}
-		if len(resp.Result) == 0 {
-			resp.Result = json.RawMessage("{}")
-		}
-		_ = s.w.writeResult(m.ID, resp.Result)
+	})
+}
+
+// forward sends call c to server up and answers the provider when the
+// server does (from the server's reader); done runs once it is over.
+// cancel drops the call and tells the server, when it was not answered
+// yet; answered is closed once it is over.
+func (s *session) forward(m *message, c *Call, up *upstream, tool string, params callParams, done func()) (cancel func(), answered <-chan struct{}) {
+	over := make(chan struct{})
+	var once sync.Once
+	finish := func(resp *message, err error, byProvider bool) {
+		once.Do(func() {
+			switch {
+			case byProvider:
+				// The provider cancelled it (or went): it wants no answer.
+				c.Outcome, c.Code, c.Message = CallFailed, reason.TurnCancelled, "cancelled by the provider"
+			case err != nil:
+				c.Outcome, c.Code, c.Message = CallFailed, reason.ToolUnavailable, err.Error()
+				_ = s.w.writeError(m.ID, errInternal, "nlx: "+err.Error(), map[string]string{"nlx_code": string(reason.ToolUnavailable)})
+			case resp.Error != nil:
+				c.Outcome, c.Message = CallFailed, fmt.Sprintf("the tool server answered an error: %v", resp.Error)
+				b, _ := json.Marshal(resp.Error)
+				_ = s.w.write(resultHead, m.ID, errorMid, b, closeBrace)
+			default:
+				c.Outcome = CallSucceeded
+				if isErrorResult(resp.Result) {
+					c.Outcome = CallToolError
+				}
+				result := resp.Result
+				if len(result) == 0 {
+					result = json.RawMessage("{}")
+				}
+				_ = s.w.writeResult(m.ID, result)
+			}
+			done()
+			close(over)
+		})
 	}
+	cf, err := up.startCall(tool, params.Arguments, params.Meta, func(resp *message, err error) { finish(resp, err, false) })
+	if err != nil {
+		finish(nil, err, false)
+		return func() {}, over
+	}
+	return func() {
+		if cf() {
+			finish(nil, nil, true)
+		}
+	}, over
+}
+
+// isErrorResult reports whether a tool's result says isError: true,
+// reading no more of it than it must.
+func isErrorResult(result json.RawMessage) bool {
+	if !bytes.Contains(result, []byte(`"isError"`)) {
+		return false
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(result, &r) == nil && r.IsError
 }

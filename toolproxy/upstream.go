@@ -131,11 +131,11 @@ type upstream struct {
 	wmu     sync.Mutex // serializes writes
 	nextID  atomic.Int64
 	mu      sync.Mutex
-	pending map[int64]chan *message
-	tools   []upstreamTool // nil until listed, and again once the server says its list changed
-	gone    chan struct{}  // closed when the connection ended
-	err     error          // why it ended
-	changed func()         // the server said its tool list changed
+	pending map[int64]func(*message, error) // each request's answer: the response, or why none comes
+	tools   []upstreamTool                  // nil until listed, and again once the server says its list changed
+	gone    chan struct{}                   // closed when the connection ended
+	err     error                           // why it ended
+	changed func()                          // the server said its tool list changed
 }
 
 // upstreamTool is one tool as the server lists it.
@@ -152,7 +152,7 @@ func startUpstream(ctx context.Context, s Server, version string, changed func()
 	if err != nil {
 		return nil, err
 	}
-	u := &upstream{name: s.Name, hash: s.Hash, conn: conn, pending: map[int64]chan *message{}, gone: make(chan struct{}), changed: changed}
+	u := &upstream{name: s.Name, hash: s.Hash, conn: conn, pending: map[int64]func(*message, error){}, gone: make(chan struct{}), changed: changed}
 	go u.read()
 	init := map[string]any{
 		"protocolVersion": clientProtocolVersion,
@@ -206,43 +206,76 @@ func (u *upstream) callTool(ctx context.Context, tool string, args, meta json.Ra
 	return u.roundTrip(ctx, id, appendCall(id, tool, args, meta))
 }
 
+// startCall sends a call of the server's tool and returns at once:
+// answer is called with the response (or why none comes) from the
+// server's reader, and cancel drops it and tells the server (when it has
+// not been answered yet).
+func (u *upstream) startCall(tool string, args, meta json.RawMessage, answer func(*message, error)) (cancel func() bool, err error) {
+	id := u.nextID.Add(1)
+	if err := u.expect(id, answer); err != nil {
+		return nil, err
+	}
+	if err := u.write(appendCall(id, tool, args, meta)); err != nil {
+		u.forget(id)
+		return nil, fmt.Errorf("tool server %s: %w", u.name, err)
+	}
+	return func() bool {
+		if !u.forget(id) {
+			return false
+		}
+		_ = u.send(notification{JSONRPC: jsonrpcVersion, Method: methodCancelled,
+			Params: map[string]any{"requestId": id, "reason": "cancelled by the provider"}})
+		return true
+	}, nil
+}
+
+// expect registers the answer of request id.
+func (u *upstream) expect(id int64, answer func(*message, error)) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.err != nil {
+		return fmt.Errorf("tool server %s ended: %w", u.name, u.err)
+	}
+	u.pending[id] = answer
+	return nil
+}
+
+// forget drops request id's answer; it reports whether it was still
+// awaited.
+func (u *upstream) forget(id int64) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	_, ok := u.pending[id]
+	delete(u.pending, id)
+	return ok
+}
+
 // roundTrip writes request id and waits for its response, the
 // connection's end, or ctx (then the server is told the request is
 // cancelled).
 func (u *upstream) roundTrip(ctx context.Context, id int64, b []byte) (*message, error) {
-	ch := make(chan *message, 1)
-	u.mu.Lock()
-	if u.err != nil {
-		err := u.err
-		u.mu.Unlock()
+	type answer struct {
+		m   *message
+		err error
+	}
+	ch := make(chan answer, 1)
+	if err := u.expect(id, func(m *message, err error) { ch <- answer{m, err} }); err != nil {
 		return nil, err
 	}
-	u.pending[id] = ch
-	u.mu.Unlock()
-	defer func() {
-		u.mu.Lock()
-		delete(u.pending, id)
-		u.mu.Unlock()
-	}()
 	if err := u.write(b); err != nil {
+		u.forget(id)
 		return nil, fmt.Errorf("tool server %s: %w", u.name, err)
 	}
 	select {
-	case m := <-ch:
-		return m, nil
-	case <-u.gone:
-		return nil, u.endErr()
+	case a := <-ch:
+		return a.m, a.err
 	case <-ctx.Done():
-		_ = u.send(notification{JSONRPC: jsonrpcVersion, Method: methodCancelled,
-			Params: map[string]any{"requestId": id, "reason": "cancelled by the provider"}})
+		if u.forget(id) {
+			_ = u.send(notification{JSONRPC: jsonrpcVersion, Method: methodCancelled,
+				Params: map[string]any{"requestId": id, "reason": "cancelled by the provider"}})
+		}
 		return nil, ctx.Err()
 	}
-}
-
-func (u *upstream) endErr() error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return fmt.Errorf("tool server %s ended: %w", u.name, u.err)
 }
 
 // read dispatches the server's messages until the connection ends.
@@ -261,10 +294,11 @@ func (u *upstream) read() {
 		case m.isResponse():
 			id, perr := strconv.ParseInt(string(m.ID), 10, 64)
 			u.mu.Lock()
-			ch := u.pending[id]
+			answer := u.pending[id]
+			delete(u.pending, id)
 			u.mu.Unlock()
-			if perr == nil && ch != nil {
-				ch <- &m
+			if perr == nil && answer != nil {
+				answer(&m, nil)
 			}
 		case m.isRequest():
 			// The server asks nlx for something (sampling, roots,
@@ -290,8 +324,13 @@ func (u *upstream) read() {
 	}
 	u.mu.Lock()
 	u.err = err
+	waiting := u.pending
+	u.pending = map[int64]func(*message, error){}
 	u.mu.Unlock()
 	close(u.gone)
+	for _, answer := range waiting {
+		answer(nil, fmt.Errorf("tool server %s ended: %w", u.name, err))
+	}
 }
 
 // alive reports whether the connection still runs.

@@ -46,6 +46,7 @@ type catalog struct {
 
 	mu      sync.Mutex
 	stamp   state.Stamp
+	version int64 // the state's resources version the catalog was read at
 	read    bool
 	servers []toolproxy.Server
 	tools   []launch.Tool
@@ -80,6 +81,21 @@ func (c *catalog) refresh(ctx context.Context) error {
 	if fresh {
 		return nil
 	}
+	// Something wrote the state (a call's record, a claim, an apply): the
+	// grant is read again only when applied resources changed.
+	version, err := c.db.ResourcesVersion(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	fresh = c.read && version == c.version
+	if fresh {
+		c.stamp = stamp
+	}
+	c.mu.Unlock()
+	if fresh {
+		return nil
+	}
 	tools, grant, err := launch.Tools(ctx, c.db, c.workspace, c.connection)
 	if err != nil {
 		return err
@@ -89,7 +105,7 @@ func (c *catalog) refresh(ctx context.Context) error {
 		servers[i] = toolproxy.Server{Name: t.Name, Hash: t.Hash, Dial: c.dial(t)}
 	}
 	c.mu.Lock()
-	c.stamp, c.read, c.servers, c.tools, c.grant = stamp, true, servers, tools, grant
+	c.stamp, c.version, c.read, c.servers, c.tools, c.grant = stamp, version, true, servers, tools, grant
 	c.mu.Unlock()
 	return nil
 }

@@ -1,3 +1,9 @@
+-- Counts every transaction that writes applied resources (an apply's
+-- commit, a resolution recorded as applied): a tool proxy tells in one
+-- read whether what a workspace may use can have changed, where the
+-- serial (bumped when an apply begins) cannot.
+ALTER TABLE lineage ADD COLUMN resources_version INTEGER NOT NULL DEFAULT 0;
+
 -- Tool calls through a launch's tool proxy (nlx's MCP server), one row
 -- per call, written once it ended or was refused: the tool the provider
 -- called, where it went, a digest of its arguments (never the arguments)
