@@ -103,7 +103,7 @@ func (r *Runner) stale(ctx context.Context, ws []*worker) []*worker {
 		if w.catalog == nil {
 			continue
 		}
-		if _, grant, err := w.catalog.current(ctx); err != nil || grant != w.grant {
+		if _, grant, err := w.catalog.current(ctx); err != nil || grant != w.given() {
 			out = append(out, w)
 		}
 	}
@@ -245,7 +245,7 @@ func (r *Runner) refreshWorker(ctx context.Context, w *worker, trig Trigger, row
 			return end(state.RefreshConflict, reason.ConfigVersionConflict, state.RefreshUpdate{},
 				"the worker's configuration changed under nlx since it read version %s: nothing was written a second time (%v)", v.Version, err)
 		case errors.Is(err, provider.ErrNoAnswer):
-			w.grant = "" // nobody knows what it has: every later apply tries it (and is refused until resolved)
+			w.give("") // nobody knows what it has: every later apply tries it (and is refused until resolved)
 			return end(state.RefreshUnknown, reason.RefreshOutcomeUnknown, state.RefreshUpdate{},
 				"the write was sent and its acknowledgment lost (%v): nobody knows whether the worker has it; never retried, resolve it (nlx resolve refresh %s)", err, row.ID)
 		case err != nil:
@@ -261,7 +261,7 @@ func (r *Runner) refreshWorker(ctx context.Context, w *worker, trig Trigger, row
 		cancel()
 		switch {
 		case errors.Is(err, provider.ErrNoAnswer):
-			w.grant = ""
+			w.give("")
 			return end(state.RefreshUnknown, reason.RefreshOutcomeUnknown, state.RefreshUpdate{WrittenVersion: written},
 				"the reload was sent and its acknowledgment lost (%v): never retried, resolve it (nlx resolve refresh %s)", err, row.ID)
 		case err != nil:
@@ -277,7 +277,7 @@ func (r *Runner) refreshWorker(ctx context.Context, w *worker, trig Trigger, row
 			return end(state.RefreshFailed, reason.RefreshUnverified, state.RefreshUpdate{WrittenVersion: written},
 				"written and reloaded, but the worker lists %v, not the projection %v", listed, pr.Tools)
 		}
-		w.grant = grant
+		w.give(grant)
 		return end(state.RefreshDone, "", state.RefreshUpdate{WrittenVersion: written, NextTurnTools: state.NextTurnUnverified},
 			"the worker lists the current projection (%d tools); what the model is offered at its next turn is not verified", len(listed))
 	default:
@@ -302,7 +302,7 @@ func (r *Runner) refreshWorker(ctx context.Context, w *worker, trig Trigger, row
 				if l.Projection.Digest != pr.Digest {
 					continue
 				}
-				w.grant = grant
+				w.give(grant)
 				return end(state.RefreshDone, "", state.RefreshUpdate{NextTurnTools: state.NextTurnUnverified},
 					"the provider listed the current projection (%d tools) when told it changed; what the model is offered at its next turn is not verified", len(pr.Tools))
 			case <-deadline:

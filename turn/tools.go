@@ -323,7 +323,8 @@ func (r *Runner) startTools(ctx context.Context, w *worker, b *binding, req *iso
 	if err != nil {
 		return nil, err
 	}
-	w.tools, w.catalog, w.grant, w.flushCalls = px, cat, grant, r.calls.flush
+	w.tools, w.catalog, w.flushCalls = px, cat, r.calls.flush
+	w.give(grant)
 	req.Tools = &isolate.Proxy{Socket: px.Socket(), Helper: exe}
 	helper, socket := req.ToolPaths()
 	server := &provider.MCPServer{Name: provider.ToolsServerName, Command: helper, Args: []string{toolproxy.BridgeMode, socket},

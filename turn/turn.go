@@ -495,7 +495,7 @@ func (r *Runner) drive(ctx context.Context, b *binding, t provider.Turn, launchI
 	if r.Pool != nil && w.session != nil && err == nil && res.Status == provider.StatusCompleted && res.Session != "" && w.alive() {
 		w.thread = res.Session
 		r.Pool.park(w, r.idleRelease(b))
-		if w.deferred != nil {
+		if r.Pool.hasDeferred(w) {
 			// A refresh waited for the turn to end: the worker is idle.
 			go r.runDeferred(context.WithoutCancel(ctx), w)
 		}

@@ -45,7 +45,7 @@ type worker struct {
 	// refresh); flushCalls waits until the proxy's calls are recorded.
 	tools      *toolproxy.Proxy
 	catalog    *catalog
-	grant      string
+	grant      atomic.Pointer[string]
 	flushCalls func()
 	server     provider.MCPServer // nlx's MCP server as the provider was given it
 	homeConfig string             // its private configuration file, as its program names it ("" without one)
@@ -98,6 +98,27 @@ func fingerprint(b *binding) (string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// give notes the grant digest w's provider was given ("": unknown).
+func (w *worker) give(grant string) { w.grant.Store(&grant) }
+
+// given is the grant digest w's provider was last given.
+func (w *worker) given() string {
+	if g := w.grant.Load(); g != nil {
+		return *g
+	}
+	return ""
+}
+
+// hasDeferred reports whether a refresh waits for w's turn to end.
+func (p *Pool) hasDeferred(w *worker) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return w.deferred != nil
 }
 
 // workspaceBase is a digest of workspace w's spec but its tools.
