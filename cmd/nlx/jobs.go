@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -116,10 +117,17 @@ func jobsShow(ctx context.Context, a *app, db *state.DB, name string, limit int)
 	if claims == nil {
 		claims = []state.ClaimRow{}
 	}
+	report, err := lastReport(ctx, db, claims)
+	if err != nil {
+		return err
+	}
 	doc := struct {
 		*serve.JobStatus
 		Claims []state.ClaimRow `json:"claims"`
-	}{st, claims}
+		// LastReport is the structured result the newest occurrence
+		// that made one reported with nlx_report.
+		LastReport json.RawMessage `json:"last_report,omitempty"`
+	}{st, claims, report}
 	return a.view.Render(document{Version: versionJob, JSON: doc, Text: func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		line := fieldLine(tw)
@@ -135,6 +143,7 @@ func jobsShow(ctx context.Context, a *app, db *state.DB, name string, limit int)
 		line("next due", st.Next)
 		line("occurrence", st.Claim)
 		line("last outcome", strings.TrimPrefix(lastOutcome(st.Last), "-"))
+		line("last report", string(report))
 		tw.Flush()
 		if len(claims) > 0 {
 			fmt.Fprintln(w, "\noccurrences:")
@@ -142,6 +151,26 @@ func jobsShow(ctx context.Context, a *app, db *state.DB, name string, limit int)
 		}
 		return nil
 	}})
+}
+
+// lastReport is the newest nlx_report result of the occurrences' turns
+// (newest first), or nil.
+func lastReport(ctx context.Context, db *state.DB, claims []state.ClaimRow) (json.RawMessage, error) {
+	for _, c := range claims {
+		if c.TurnID == "" {
+			continue
+		}
+		calls, err := db.ToolCalls(ctx, c.TurnID)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(calls) - 1; i >= 0; i-- {
+			if calls[i].Report != "" {
+				return json.RawMessage(calls[i].Report), nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 func claimTable(w io.Writer, claims []state.ClaimRow) error {
