@@ -232,35 +232,37 @@ func (l *loader) checkTool(name string, t *Tool) {
 }
 
 // checkToolUse checks that workspace w may be granted tool t, by the rule
-// of skills (checkSkillUse): a team tool belongs to w's team; a personal
-// tool only to the owner of a personal workspace.
+// of skills (checkSkillUse).
 func (l *loader) checkToolUse(cfg *Config, w *Workspace, t string, sel []cue.Selector) {
 	tool := cfg.Tools[t]
-	switch {
-	case tool == nil:
+	if tool == nil {
 		l.addAt(sel, reason.DanglingReference, "no tool %q", t)
-	case tool.Scope == "team" && tool.Owner != w.Team:
-		l.addAt(sel, reason.ToolScopeMismatch, "team tool %q belongs to team %q, not to this workspace's team %q", t, tool.Owner, w.Team)
-	case tool.Scope == "personal" && w.Kind != "personal":
-		l.addAt(sel, reason.ToolScopeMismatch, "personal tool %q cannot be granted to team workspace", t)
-	case tool.Scope == "personal" && tool.Owner != w.Owner:
-		l.addAt(sel, reason.ToolScopeMismatch, "personal tool %q belongs to %q, not to this workspace's owner %q", t, tool.Owner, w.Owner)
+		return
 	}
+	l.checkScope(w, "tool", t, tool.Scope, tool.Owner, "granted to", reason.ToolScopeMismatch, sel)
 }
 
-// checkSkillUse checks that workspace w may use skill s: a team skill belongs
-// to w's team; a personal skill to the owner of a personal workspace.
+// checkSkillUse checks that workspace w may use skill s.
 func (l *loader) checkSkillUse(cfg *Config, w *Workspace, s string, sel []cue.Selector) {
 	sk := cfg.Skills[s]
-	switch {
-	case sk == nil:
+	if sk == nil {
 		l.addAt(sel, reason.DanglingReference, "no skill %q", s)
-	case sk.Scope == "team" && sk.Owner != w.Team:
-		l.addAt(sel, reason.SkillScopeMismatch, "team skill %q belongs to team %q, not to this workspace's team %q", s, sk.Owner, w.Team)
-	case sk.Scope == "personal" && w.Kind != "personal":
-		l.addAt(sel, reason.SkillScopeMismatch, "personal skill %q cannot be used in team workspace", s)
-	case sk.Scope == "personal" && sk.Owner != w.Owner:
-		l.addAt(sel, reason.SkillScopeMismatch, "personal skill %q belongs to %q, not to this workspace's owner %q", s, sk.Owner, w.Owner)
+		return
+	}
+	l.checkScope(w, "skill", s, sk.Scope, sk.Owner, "used in", reason.SkillScopeMismatch, sel)
+}
+
+// checkScope checks that workspace w may use the kind named name, of scope
+// and owner: a team one belongs to w's team; a personal one only to the
+// owner of a personal workspace. use says how w would use it ("used in").
+func (l *loader) checkScope(w *Workspace, kind, name, scope, owner, use string, code reason.Code, sel []cue.Selector) {
+	switch {
+	case scope == "team" && owner != w.Team:
+		l.addAt(sel, code, "team %s %q belongs to team %q, not to this workspace's team %q", kind, name, owner, w.Team)
+	case scope == "personal" && w.Kind != "personal":
+		l.addAt(sel, code, "personal %s %q cannot be %s team workspace", kind, name, use)
+	case scope == "personal" && owner != w.Owner:
+		l.addAt(sel, code, "personal %s %q belongs to %q, not to this workspace's owner %q", kind, name, owner, w.Owner)
 	}
 }
 

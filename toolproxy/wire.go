@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/nlx-dev/nlx/internal/jsonrpc"
 )
 
 // The MCP wire, as the proxy speaks it on both sides: JSON-RPC 2.0
@@ -33,21 +34,15 @@ func (m *message) isResponse() bool     { return m.Method == "" && hasID(m.ID) }
 func hasID(id json.RawMessage) bool { return len(id) > 0 && string(id) != "null" }
 
 // rpcError is a JSON-RPC error object.
-type rpcError struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string { return fmt.Sprintf("%s (JSON-RPC error %d)", e.Message, e.Code) }
+type rpcError = jsonrpc.Error
 
 // The JSON-RPC error codes the proxy answers with.
 const (
-	errParse          = -32700
-	errInvalidRequest = -32600
-	errMethodNotFound = -32601
-	errInvalidParams  = -32602
-	errInternal       = -32603
+	errParse          = jsonrpc.ParseError
+	errInvalidRequest = jsonrpc.InvalidRequest
+	errMethodNotFound = jsonrpc.MethodNotFound
+	errInvalidParams  = jsonrpc.InvalidParams
+	errInternal       = jsonrpc.InternalError
 )
 
 // The MCP methods the proxy serves or sends.

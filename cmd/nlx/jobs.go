@@ -288,13 +288,7 @@ the job's workspace in the applied state.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&outcome, "outcome", "", "succeeded, failed or not-run (required)")
-	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
-	cmd.Flags().StringVar(&why, "reason", "", "how you know (required)")
-	keyFlag(cmd, &key)
-	for _, f := range []string{"outcome", "actor", "reason"} {
-		_ = cmd.MarkFlagRequired(f)
-	}
+	resolveFlags(cmd, "succeeded, failed or not-run", &outcome, &actor, &why, &key)
 	return cmd
 }
 

@@ -227,12 +227,6 @@ admin of the workspace in the applied state.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")
-	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
-	cmd.Flags().StringVar(&why, "reason", "", "how you know (required)")
-	keyFlag(cmd, &key)
-	for _, f := range []string{"outcome", "actor", "reason"} {
-		_ = cmd.MarkFlagRequired(f)
-	}
+	resolveFlags(cmd, "applied or not-applied", &outcome, &actor, &why, &key)
 	return cmd
 }

@@ -40,12 +40,19 @@ actor's keys (host.actors); else actor_unproven.`,
 		},
 	}
 	cmd.AddCommand(newResolveClaimCmd(a), newResolveRefreshCmd(a))
-	cmd.Flags().StringVar(&outcome, "outcome", "", "applied or not-applied (required)")
-	cmd.Flags().StringVar(&actor, "actor", "", "who resolves (required)")
-	cmd.Flags().StringVar(&reason, "reason", "", "how you know (required)")
-	keyFlag(cmd, &key)
+	resolveFlags(cmd, "applied or not-applied", &outcome, &actor, &reason, &key)
+	return cmd
+}
+
+// resolveFlags declares the flags every resolve command takes: the
+// outcome (outcomes names its values), who resolves, how they know, and the
+// key that proves the actor.
+func resolveFlags(cmd *cobra.Command, outcomes string, outcome, actor, why, key *string) {
+	cmd.Flags().StringVar(outcome, "outcome", "", outcomes+" (required)")
+	cmd.Flags().StringVar(actor, "actor", "", "who resolves (required)")
+	cmd.Flags().StringVar(why, "reason", "", "how you know (required)")
+	keyFlag(cmd, key)
 	for _, f := range []string{"outcome", "actor", "reason"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
-	return cmd
 }

@@ -2,8 +2,8 @@ package codex
 
 import (
 	"encoding/json"
-	"fmt"
 
+	"github.com/nlx-dev/nlx/internal/jsonrpc"
 	"github.com/nlx-dev/nlx/provider"
 )
 
@@ -85,19 +85,13 @@ type response struct {
 }
 
 // rpcError is a JSON-RPC error.
-type rpcError struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string { return fmt.Sprintf("%s (JSON-RPC error %d)", e.Message, e.Code) }
+type rpcError = jsonrpc.Error
 
 // The JSON-RPC error codes the adapter answers with: a request it does
 // not serve, a request whose params it cannot read.
 const (
-	errMethodNotFound = -32601
-	errInvalidParams  = -32602
+	errMethodNotFound = jsonrpc.MethodNotFound
+	errInvalidParams  = jsonrpc.InvalidParams
 )
 
 // approvalPolicy is Codex's AskForApproval.
