@@ -47,9 +47,20 @@ func TestToolsAndProviderHome(t *testing.T) {
 					}
 					go func() {
 						defer c.Close()
-						sc := bufio.NewScanner(c)
+						// As the proxy takes them: the bridge hands over
+						// its stdio, across the sandbox's namespaces.
+						r, w, closer, err := toolproxy.Handover(c)
+						if err != nil {
+							t.Errorf("handover: %v", err)
+							return
+						}
+						defer closer.Close()
+						if _, ok := r.(*os.File); !ok {
+							t.Errorf("the bridge copied its stdio instead of handing it over")
+						}
+						sc := bufio.NewScanner(r)
 						for sc.Scan() {
-							c.Write([]byte("pong:" + sc.Text() + "\n"))
+							w.Write([]byte("pong:" + sc.Text() + "\n"))
 						}
 					}()
 				}

@@ -247,7 +247,7 @@ func (p *Proxy) accept() {
 		p.mu.Unlock()
 		go func() {
 			defer p.wg.Done()
-			r, w, closer, err := handover(c)
+			r, w, closer, err := Handover(c)
 			if err != nil {
 				p.logf("a connection to the tool proxy: %v", err)
 				c.Close()
@@ -275,12 +275,12 @@ func (p *Proxy) accept() {
 // starts with '{'.
 const handoffByte = 0
 
-// handover reads the first byte a connection sends. From nlx's bridge it
+// Handover reads the first byte a connection sends. From nlx's bridge it
 // carries the provider's own stdio (two pipes, or sockets): the session
 // reads and writes them directly, without the bridge copying every
 // message, and ends the connection (which ends the bridge) when it ends.
 // Anything else is a client that speaks MCP on the connection.
-func handover(c net.Conn) (io.Reader, io.Writer, io.Closer, error) {
+func Handover(c net.Conn) (io.Reader, io.Writer, io.Closer, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return c, c, c, nil
