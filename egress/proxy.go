@@ -39,6 +39,11 @@ type Record struct {
 	End       time.Time `json:"end"`
 }
 
+// ClientClosed is the reason of an allowed request whose client (the
+// provider, in the sandbox) closed the connection before the response's
+// stream ended.
+const ClientClosed = "the client closed the connection before the response ended"
+
 // RefusedHeader carries the reason of a 403 (as Codex's network proxy
 // names its x-proxy-error).
 const RefusedHeader = "X-Nlx-Egress-Refused"
@@ -212,7 +217,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if err != nil {
-				if err != io.EOF {
+				switch {
+				case err == io.EOF:
+				case r.Context().Err() != nil:
+					// The sandbox hung up first (a provider that has
+					// what it needs, or is ended): not the upstream's
+					// failure.
+					rec.Reason = ClientClosed
+				default:
 					rec.Reason = "upstream: " + err.Error()
 				}
 				break

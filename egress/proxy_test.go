@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -175,4 +176,39 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// TestProxyClientEndsStream: a provider that hangs up while the model's
+// stream is still open is recorded as having closed it, not as an upstream
+// failure (as a turn's end races the stream's last bytes).
+func TestProxyClientEndsStream(t *testing.T) {
+	release := make(chan struct{})
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"response.completed\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+	}))
+	defer model.Close()
+	defer close(release) // before the server's Close, which waits for the handler
+	target := strings.TrimPrefix(model.URL, "http://")
+	addr, records := proxyFor(t, []string{target}, nil)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(mustURL("http://" + addr))}}
+	resp, err := client.Post(model.URL+"/v1/responses", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.Contains(line, "response.completed") {
+		t.Fatalf("the first event: %q %v", line, err)
+	}
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	var recs []Record
+	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		recs = records()
+	}
+	if len(recs) != 1 || recs[0].Decision != Allowed || recs[0].Reason != ClientClosed || recs[0].BytesDown == 0 {
+		t.Errorf("records %+v, want one allowed, closed by the client, with bytes down", recs)
+	}
 }
