@@ -16,9 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/nlx-dev/nlx/internal/procid"
 	"github.com/nlx-dev/nlx/internal/reason"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/nlx-dev/nlx/isolate/seccomp"
 )
@@ -96,6 +97,32 @@ func (p *Process) Wait(ctx context.Context) (*os.ProcessState, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// LaunchPiped launches req (as Launch) with its stdin and stdout on two
+// new pipes, whatever opts says of them, and returns nlx's ends: the
+// process's stdin to write and its stdout to read. A failure closes both.
+func LaunchPiped(ctx context.Context, req Request, opts Options) (_ *Process, stdin, stdout *os.File, err error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("launch: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, nil, nil, fmt.Errorf("launch: %w", err)
+	}
+	opts.Stdin, opts.Stdout = inR, outW
+	proc, err := Launch(ctx, req, opts)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, nil, nil, err
+	}
+	return proc, inW, outR, nil
 }
 
 // Launch compiles req, creates the launch cgroup, starts the backend so

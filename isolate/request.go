@@ -1,6 +1,8 @@
 package isolate
 
 import (
+	"os"
+
 	"github.com/nlx-dev/nlx/egress"
 	"github.com/nlx-dev/nlx/internal/reason"
 )
@@ -166,6 +168,15 @@ func (req *Request) ToolPaths() (helper, socket string) {
 		return req.Tools.Helper, req.Tools.Socket
 	}
 	return egress.HelperPath, ToolsSocketPath
+}
+
+// RunAs is the user and group the provider of req runs as: req.User, or
+// nlx's own when it is nil.
+func (req *Request) RunAs() (uid, gid int) {
+	if req.User == nil {
+		return os.Geteuid(), os.Getegid()
+	}
+	return int(req.User.UID), int(req.User.GID)
 }
 
 // User is a host user and group, by number.

@@ -39,10 +39,7 @@ func StartEgress(ctx context.Context, l *Launch, launchID string, rec EgressReco
 	if err != nil {
 		return nil, fmt.Errorf("egress: nlx's own executable: %w", err)
 	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	if req.User != nil {
-		uid, gid = int(req.User.UID), int(req.User.GID)
-	}
+	uid, gid := req.RunAs()
 	run, err := egress.Start(ctx, exe, egress.DefaultBase(), uid, gid, l.ProviderSpec.Inference)
 	if err != nil {
 		return nil, err

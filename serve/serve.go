@@ -392,20 +392,13 @@ func (s *Server) refreshRequests(ctx context.Context) {
 		go func() {
 			rows := s.Opts.Refresh(ctx, q)
 			for _, r := range rows {
-				s.logf("refresh %s: launch %s %s%s", q.ID, r.LaunchID, r.Phase, orNothing(r.ReasonCode))
+				s.logf("refresh %s: launch %s %s", q.ID, r.LaunchID, r.Ended())
 			}
 			if _, err := s.DB.TakeRefreshRequest(context.WithoutCancel(ctx), q.ID, len(rows), true); err != nil {
 				s.logf("refresh %s: %v", q.ID, err)
 			}
 		}()
 	}
-}
-
-func orNothing(code string) string {
-	if code == "" {
-		return ""
-	}
-	return " (" + code + ")"
 }
 
 // AppliedJobs reads the jobs of the applied state.

@@ -94,6 +94,15 @@ const (
 // counts, though it blocks its worker until resolved).
 func (p RefreshPhase) Terminal() bool { return p != RefreshDeferred && p != RefreshDispatched }
 
+// Ended is the attempt's phase and, when it has one, its reason code:
+// "failed (worker_not_proven)".
+func (r RefreshRow) Ended() string {
+	if r.ReasonCode == "" {
+		return string(r.Phase)
+	}
+	return string(r.Phase) + " (" + r.ReasonCode + ")"
+}
+
 // RefreshTrigger is what started an attempt.
 type RefreshTrigger string
 

@@ -11,8 +11,9 @@ import (
 )
 
 // BridgeMode is the helper mode nlx runs in inside the sandbox as the
-// provider's one MCP server: BRIDGE SOCKET. It copies its stdio to the
-// proxy's socket and back, and exits when either side ends.
+// provider's one MCP server: BRIDGE SOCKET. It hands its stdio over to
+// the proxy at SOCKET (or, when they are not pipes, copies them to it and
+// back), and exits when the proxy ends the session.
 const BridgeMode = "__mcp-bridge"
 
 // Main runs the bridge when os.Args names it; then it never returns.

@@ -9,8 +9,10 @@
 // and it records every call.
 //
 // The provider reaches the proxy through nlx's bridge (Main, the
-// BridgeMode helper), a stdio MCP server inside the sandbox that copies
-// its stdio to the proxy's Unix socket, bound into the sandbox. The real
+// BridgeMode helper), its stdio MCP server inside the sandbox, which
+// connects to the proxy's Unix socket (bound into the sandbox) and hands
+// over its stdio: the proxy then reads and writes the provider's pipes
+// itself (Handover). The real
 // servers run outside the provider's sandbox: a program under a launch
 // of its own (the caller's Server.Dial starts it), or a server already
 // listening on the host's loopback or a Unix socket (DialHTTP).
@@ -28,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -354,13 +357,7 @@ func (p *Proxy) Stop() {
 		return
 	}
 	p.closed = true
-	sessions := slices.Collect(func(yield func(*session) bool) {
-		for s := range p.sessions {
-			if !yield(s) {
-				return
-			}
-		}
-	})
+	sessions := slices.Collect(maps.Keys(p.sessions))
 	servers := p.servers
 	p.servers = map[string]*entry{}
 	p.mu.Unlock()
@@ -370,12 +367,17 @@ func (p *Proxy) Stop() {
 	}
 	p.wg.Wait()
 	for _, e := range servers {
-		<-e.ready
-		if e.up != nil {
-			e.up.close()
-		}
+		e.close()
 	}
 	os.RemoveAll(p.dir)
+}
+
+// close stops the server once its start is over.
+func (e *entry) close() {
+	<-e.ready
+	if e.up != nil {
+		e.up.close()
+	}
 }
 
 // retryAfter is how long a server that failed to start is left alone
@@ -397,23 +399,15 @@ func (p *Proxy) server(ctx context.Context, s Server) (*upstream, error) {
 			stale := e.hash != s.Hash || (e.up != nil && !e.up.alive()) || (e.err != nil && time.Since(e.at) > retryAfter)
 			if stale {
 				delete(p.servers, s.Name)
-				if e.up != nil {
-					go e.up.close()
-				}
+				go e.close()
 				e = nil
 			}
 		default:
 			if e.hash != s.Hash {
 				// Still starting from an older spec: it is closed once
 				// up, and this one starts beside it.
-				old := e
-				go func() {
-					<-old.ready
-					if old.up != nil {
-						old.up.close()
-					}
-				}()
 				delete(p.servers, s.Name)
+				go e.close()
 				e = nil
 			}
 		}
@@ -422,7 +416,7 @@ func (p *Proxy) server(ctx context.Context, s Server) (*upstream, error) {
 		e = &entry{hash: s.Hash, ready: make(chan struct{})}
 		p.servers[s.Name] = e
 		p.mu.Unlock()
-		e.up, e.err = startUpstream(context.WithoutCancel(ctx), s, p.version(), p.notifyChanged)
+		e.up, e.err = startUpstream(context.WithoutCancel(ctx), s, p.version(), func() { p.NotifyChanged() })
 		e.at = time.Now()
 		if e.err != nil {
 			e.err = reason.Wrap(reason.ToolUnavailable, e.err, "tool %s cannot be started", s.Name)
@@ -486,12 +480,7 @@ func (p *Proxy) prune(allowed []Server) {
 	}
 	p.mu.Unlock()
 	for _, e := range gone {
-		go func() {
-			<-e.ready
-			if e.up != nil {
-				e.up.close()
-			}
-		}()
+		go e.close()
 	}
 }
 
@@ -554,10 +543,7 @@ func (p *Proxy) Projection(ctx context.Context) (Projection, error) {
 		}
 		for _, t := range results[i].tools {
 			name := s.Name + Separator + t.name
-			d := make(map[string]json.RawMessage, len(t.def))
-			for k, v := range t.def {
-				d[k] = v
-			}
+			d := maps.Clone(t.def)
 			d["name"], _ = json.Marshal(name)
 			b, err := json.Marshal(d)
 			if err != nil {
@@ -650,10 +636,6 @@ func (p *Proxy) NotifyChanged() int {
 	}
 	return n
 }
-
-// notifyChanged is a server's own list change: passed on to the
-// sessions, which may list again.
-func (p *Proxy) notifyChanged() { p.NotifyChanged() }
 
 // Sessions is how many providers' MCP clients are connected now.
 func (p *Proxy) Sessions() int {

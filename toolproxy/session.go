@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -106,10 +107,7 @@ func (s *session) serve() {
 // cancelAll cancels every request not answered yet.
 func (s *session) cancelAll() {
 	s.mu.Lock()
-	var cancels []func()
-	for _, c := range s.inflight {
-		cancels = append(cancels, c)
-	}
+	cancels := slices.Collect(maps.Values(s.inflight))
 	s.mu.Unlock()
 	for _, c := range cancels {
 		c()

@@ -200,12 +200,6 @@ func (u *upstream) call(ctx context.Context, method string, params any) (*messag
 	return u.roundTrip(ctx, id, b)
 }
 
-// callTool calls the server's tool with the provider's arguments.
-func (u *upstream) callTool(ctx context.Context, tool string, args, meta json.RawMessage) (*message, error) {
-	id := u.nextID.Add(1)
-	return u.roundTrip(ctx, id, appendCall(id, tool, args, meta))
-}
-
 // startCall sends a call of the server's tool and returns at once:
 // answer is called with the response (or why none comes) from the
 // server's reader, and cancel drops it and tells the server (when it has
@@ -220,13 +214,19 @@ func (u *upstream) startCall(tool string, args, meta json.RawMessage, answer fun
 		return nil, fmt.Errorf("tool server %s: %w", u.name, err)
 	}
 	return func() bool {
-		if !u.forget(id) {
-			return false
-		}
-		_ = u.send(notification{JSONRPC: jsonrpcVersion, Method: methodCancelled,
-			Params: map[string]any{"requestId": id, "reason": "cancelled by the provider"}})
-		return true
+		return u.cancel(id)
 	}, nil
+}
+
+// cancel drops request id's answer and, when it was still awaited, tells
+// the server; it reports whether it was.
+func (u *upstream) cancel(id int64) bool {
+	if !u.forget(id) {
+		return false
+	}
+	_ = u.send(notification{JSONRPC: jsonrpcVersion, Method: methodCancelled,
+		Params: map[string]any{"requestId": id, "reason": "cancelled by the provider"}})
+	return true
 }
 
 // expect registers the answer of request id.
@@ -270,10 +270,7 @@ func (u *upstream) roundTrip(ctx context.Context, id int64, b []byte) (*message,
 	case a := <-ch:
 		return a.m, a.err
 	case <-ctx.Done():
-		if u.forget(id) {
-			_ = u.send(notification{JSONRPC: jsonrpcVersion, Method: methodCancelled,
-				Params: map[string]any{"requestId": id, "reason": "cancelled by the provider"}})
-		}
+		u.cancel(id)
 		return nil, ctx.Err()
 	}
 }
@@ -305,11 +302,11 @@ func (u *upstream) read() {
 			// elicitation): nlx grants a tool server nothing but a
 			// ping's answer.
 			if m.Method == methodPing {
-				_ = u.write(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...), `,"result":{}`...), '}'))
+				_ = u.write(concat(resultHead, m.ID, resultMid, []byte("{}"), closeBrace))
 				continue
 			}
 			e, _ := json.Marshal(rpcError{Code: errMethodNotFound, Message: "nlx does not serve " + m.Method + " to a tool server"})
-			_ = u.write(append(append(append(append([]byte(`{"jsonrpc":"2.0","id":`), m.ID...), `,"error":`...), e...), '}'))
+			_ = u.write(concat(resultHead, m.ID, errorMid, e, closeBrace))
 		case m.Method == methodToolsListChanged:
 			u.mu.Lock()
 			u.tools = nil

@@ -104,6 +104,15 @@ type lineWriter struct {
 
 // write writes the parts of one message and its newline in one write.
 func (l *lineWriter) write(parts ...[]byte) error {
+	buf := append(concat(parts...), '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.w.Write(buf)
+	return err
+}
+
+// concat is parts joined, with room for a newline.
+func concat(parts ...[]byte) []byte {
 	n := 1
 	for _, p := range parts {
 		n += len(p)
@@ -112,11 +121,7 @@ func (l *lineWriter) write(parts ...[]byte) error {
 	for _, p := range parts {
 		buf = append(buf, p...)
 	}
-	buf = append(buf, '\n')
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, err := l.w.Write(buf)
-	return err
+	return buf
 }
 
 // The pieces of the messages the proxy writes by hand: a response's

@@ -147,7 +147,7 @@ func (r *Runner) runDeferred(ctx context.Context, w *worker) {
 	}
 	trig := Trigger{Kind: row.Trigger, RequestID: row.RequestID, Actor: row.Actor, Serial: row.Serial}
 	out := r.refreshParked(ctx, w, trig, row)
-	r.logf("launch %s: deferred refresh %s %s%s", w.launchID, out.ID, out.Phase, withReason(out))
+	r.logf("launch %s: deferred refresh %s %s", w.launchID, out.ID, out.Ended())
 }
 
 // settleReleased is a deferred attempt's end when its worker is released
@@ -190,7 +190,7 @@ func (r *Runner) refreshWorker(ctx context.Context, w *worker, trig Trigger, row
 		if err != nil {
 			return *row
 		}
-		r.logf("launch %s: refresh %s %s%s", w.launchID, out.ID, out.Phase, withReason(out))
+		r.logf("launch %s: refresh %s %s", w.launchID, out.ID, out.Ended())
 		return out
 	}
 	if err := r.prove(bg, w); err != nil {
@@ -341,13 +341,6 @@ func (r *Runner) prove(ctx context.Context, w *worker) error {
 	return nil
 }
 
-func withReason(r state.RefreshRow) string {
-	if r.ReasonCode == "" {
-		return ""
-	}
-	return " (" + r.ReasonCode + ")"
-}
-
 // Applied tells the runner what an apply changed (by address): a worker
 // whose workspace changed only in its tools, or one of whose tools
 // changed, is refreshed; the workers of anything else that changed are
@@ -392,7 +385,7 @@ func (r *Runner) Applied(ctx context.Context, serial int64, addresses []string) 
 		go func() {
 			rows := r.Refresh(ctx, ws, Trigger{Kind: state.RefreshOnApply, Serial: serial})
 			for _, row := range rows {
-				r.logf("serial %d: workspace %s: launch %s: refresh %s %s%s", serial, ws, row.LaunchID, row.ID, row.Phase, withReason(row))
+				r.logf("serial %d: workspace %s: launch %s: refresh %s %s", serial, ws, row.LaunchID, row.ID, row.Ended())
 			}
 		}()
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -130,9 +131,7 @@ func (r *Runner) toolServer(w *worker, base isolate.Request, hostEnv []string, t
 		req.Command = append([]string{prog.Path}, t.Spec.Command[1:]...)
 		req.Programs = []string{prog.Dir}
 		req.Env = map[string]string{}
-		for k, v := range t.Spec.Env {
-			req.Env[k] = v
-		}
+		maps.Copy(req.Env, t.Spec.Env)
 		for k, ref := range t.Spec.Secrets {
 			v, err := launch.Secret(ref, hostEnv)
 			if err != nil {
@@ -145,25 +144,11 @@ func (r *Runner) toolServer(w *worker, base isolate.Request, hostEnv []string, t
 		if t.Spec.Egress == "full" {
 			req.Egress = isolate.EgressFull
 		}
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			inR.Close()
-			inW.Close()
-			return nil, err
-		}
 		rec := launch.Recorder{DB: r.DB}
 		id := fmt.Sprintf("%s-t%d", w.launchID, w.toolSeq.Add(1))
 		stderr := &tailBuffer{max: 4 << 10}
-		proc, err := isolate.Launch(context.WithoutCancel(ctx), req, isolate.Options{Recorder: rec, LaunchID: id, Stdin: inR, Stdout: outW, Stderr: stderr})
-		inR.Close()
-		outW.Close()
+		proc, inW, outR, err := isolate.LaunchPiped(context.WithoutCancel(ctx), req, isolate.Options{Recorder: rec, LaunchID: id, Stderr: stderr})
 		if err != nil {
-			inW.Close()
-			outR.Close()
 			return nil, err
 		}
 		exited := make(chan struct{})
@@ -283,7 +268,7 @@ func (c *callWriter) flush() {
 	}
 }
 
-// record is worker w's Record: a call as a state row.
+// recordCall is the Record of launchID's proxy: a call as a state row.
 func (r *Runner) recordCall(launchID, workspace string) func(toolproxy.Call) {
 	return func(c toolproxy.Call) {
 		r.calls.add(state.ToolCallRow{ID: c.ID + "-" + launchID, LaunchID: launchID, TurnID: c.Turn, Workspace: workspace,
@@ -311,10 +296,7 @@ func (r *Runner) startTools(ctx context.Context, w *worker, b *binding, req *iso
 	if err != nil {
 		return nil, err
 	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	if req.User != nil {
-		uid, gid = int(req.User.UID), int(req.User.GID)
-	}
+	uid, gid := req.RunAs()
 	r.calls.db, r.calls.log = r.DB, r.Pool.logf
 	px, err := toolproxy.Start(toolproxy.Options{UID: uid, GID: gid, Catalog: cat, Record: r.recordCall(w.launchID, b.warmKey.workspace),
 		Log: func(format string, args ...any) {
@@ -368,10 +350,7 @@ func (r *Runner) privateHome(b *binding, req *isolate.Request, ph provider.Priva
 	if err != nil {
 		return reason.Wrap(reason.InvalidAppliedSpec, err, "connection %s", b.connection)
 	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	if req.User != nil {
-		uid, gid = int(req.User.UID), int(req.User.GID)
-	}
+	uid, gid := req.RunAs()
 	if err := writeHome(dir, uid, gid, files, links); err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -551,33 +550,14 @@ func (r *Runner) launchWorker(ctx context.Context, b *binding, t provider.Turn, 
 		return nil, err
 	}
 	req = withProxy.Request
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		px.Stop()
-		stopTools()
-		return nil, fmt.Errorf("turn: %w", err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		px.Stop()
-		stopTools()
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("turn: %w", err)
-	}
-	w.px, w.inW, w.outR = px, inW, outR
 	// The launch outlives the turn's context when the worker is kept.
-	proc, err := isolate.Launch(context.WithoutCancel(ctx), req, isolate.Options{Recorder: w.rec, LaunchID: launchID, Stdin: inR, Stdout: outW, Stderr: w.stderr})
-	inR.Close()
-	outW.Close()
+	proc, inW, outR, err := isolate.LaunchPiped(context.WithoutCancel(ctx), req, isolate.Options{Recorder: w.rec, LaunchID: launchID, Stderr: w.stderr})
 	if err != nil {
 		px.Stop()
 		stopTools()
-		inW.Close()
-		outR.Close()
 		return nil, err
 	}
-	w.proc = proc
+	w.px, w.inW, w.outR, w.proc = px, inW, outR, proc
 	go func() {
 		proc.Wait(context.Background())
 		close(w.exited)
