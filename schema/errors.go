@@ -96,6 +96,10 @@ const (
 	cueEmptyDisjunction = "%d errors in empty disjunction:"
 	cueConflict         = "conflicting values %s and %s"
 	cueConflictTypes    = "conflicting values %s and %s (mismatched types %s and %s)"
+	// What addCUE tells a one-of struct's failure by (schema.cue's
+	// matchN(1, ...)): the validator's error, and the probe of each choice.
+	cueNotSatisfied = "invalid value %s (does not satisfy %s)"
+	cueRequired     = "field is required but not present"
 )
 
 // mergeDisjunctions turns CUE's "N errors in empty disjunction" followed by

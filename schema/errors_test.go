@@ -18,6 +18,7 @@ func TestCUEErrorFormats(t *testing.T) {
 	}{
 		{"same kind", `x: ("a" | "b") & "c"`, []string{cueEmptyDisjunction, cueConflict}},
 		{"another kind", `x: ("a" | "b") & 3`, []string{cueEmptyDisjunction, cueConflictTypes}},
+		{"matchN", `x: {a?: int, b?: int} & matchN(1, [{a!: _}, {b!: _}]), x: {}`, []string{cueNotSatisfied, cueRequired}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,6 +68,13 @@ func TestExportedSchemaVetsData(t *testing.T) {
 		{"two schedules", func(m map[string]any) {
 			job(m, "alice-review-queue")["schedule"] = map[string]any{"every": "1h", "at": "2026-12-01T09:00:00Z"}
 		}, "matchN"},
+		{"an unknown field in a schedule", func(m map[string]any) {
+			job(m, "alice-review-queue")["schedule"] = map[string]any{"every": "1h", "jitter": "5m"}
+		}, "jitter: field not allowed"},
+		{"an unknown field in a layer", func(m map[string]any) {
+			img := m["images"].(map[string]any)["pi-runtime"].(map[string]any)
+			img["layers"].([]any)[0].(map[string]any)["mode"] = "0755"
+		}, "mode: field not allowed"},
 		{"cron without timezone", func(m map[string]any) {
 			job(m, "nightly-digest")["schedule"] = map[string]any{"cron": "0 7 * * *"}
 		}, "timezone: field is required"},

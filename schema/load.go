@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
 	"cuelang.org/go/cue/token"
+
 	"github.com/nlx-dev/nlx/internal/reason"
 )
 
@@ -405,9 +407,23 @@ func (l *loader) addCUE(err error) {
 			bad[e.Path] = true
 		}
 	}
-	for _, e := range cueErrors(err, reason.SchemaViolation) {
+	errs := cueErrors(err, reason.SchemaViolation)
+	oneOf := make(map[string][]string) // path of a one-of struct CUE failed -> its choices
+	for _, e := range errs {
+		if choices := oneOfChoices(e.labels); choices != nil && isMatchN(e) {
+			oneOf[e.Path] = choices
+		}
+	}
+	for _, e := range errs {
 		if prefixed(bad, e.Path) {
 			continue
+		}
+		if n := len(e.labels); n > 0 && e.format == cueRequired &&
+			slices.Contains(oneOf[strings.Join(e.labels[:n-1], ".")], e.labels[n-1]) {
+			continue // matchN's probe of one choice; the one-of error says it
+		}
+		if choices := oneOf[e.Path]; choices != nil && isMatchN(e) {
+			l.oneOfMessage(e, choices)
 		}
 		l.secretAsConnection(e)
 		secretsAsTool(e)
@@ -424,6 +440,50 @@ func (l *loader) addCUE(err error) {
 		}
 		l.errs = append(l.errs, e)
 	}
+}
+
+// oneOfChoices returns the fields of which the struct at labels holds
+// exactly one (schema.cue's matchN), or nil when it is no such struct.
+func oneOfChoices(labels []string) []string {
+	switch {
+	case len(labels) == 3 && labels[0] == "jobs" && labels[2] == "schedule":
+		return []string{"cron", "every", "at"}
+	case len(labels) == 4 && labels[0] == "images" && labels[2] == "layers":
+		return []string{"files", "go", "skills", "nlx"}
+	}
+	return nil
+}
+
+// isMatchN reports whether e is a matchN validator's failure.
+func isMatchN(e *Error) bool {
+	return e.format == cueNotSatisfied && len(e.args) == 2 && strings.HasPrefix(e.args[1], "matchN")
+}
+
+// oneOfMessage replaces CUE's matchN message, which prints the whole
+// struct and names no field, with which choices the user wrote.
+func (l *loader) oneOfMessage(e *Error, choices []string) {
+	what := "a schedule is exactly one of cron, every or at"
+	if e.labels[0] == "images" {
+		what = "a layer has exactly one source: files, go, skills or nlx"
+	}
+	var has []string
+	for _, c := range choices {
+		sels := []cue.Selector{cue.Str(e.labels[0]), cue.Str(e.labels[1]), cue.Str(e.labels[2])}
+		if len(e.labels) == 4 {
+			idx, _ := strconv.Atoi(e.labels[3])
+			sels = append(sels, cue.Index(idx))
+		}
+		if l.user.LookupPath(cue.MakePath(append(sels, cue.Str(c))...)).Exists() {
+			has = append(has, c)
+		}
+	}
+	switch len(has) {
+	case 0:
+		e.Msg = what + "; this one has none"
+	default:
+		e.Msg = what + "; this one has " + strings.Join(has[:len(has)-1], ", ") + " and " + has[len(has)-1]
+	}
+	e.format, e.args = e.Msg, nil
 }
 
 // secretAsConnection re-points at the secret an error schema.cue reports

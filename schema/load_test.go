@@ -131,6 +131,7 @@ func TestBadConfigs(t *testing.T) {
 		msg   string // substring of the message
 		at    string // "file:marker": the error is where marker starts in file
 		path  string // the error's path, if checked
+		alone bool   // it is the only error
 	}{
 		{
 			name:  "wrong enum",
@@ -194,7 +195,20 @@ func TestBadConfigs(t *testing.T) {
 		{
 			name:  "a layer with two sources",
 			edits: []edit{{"jobs.cue", "", "images: i: {platforms: [\"linux/amd64\"], base: \"scratch\", layers: [{nlx: {}, go: \"example.com/x\", dest: \"/x\"}]}\n"}},
-			code:  reason.SchemaViolation, msg: "matchN", at: `jobs.cue:{nlx`,
+			code:  reason.SchemaViolation, msg: "a layer has exactly one source: files, go, skills or nlx; this one has go and nlx", at: `jobs.cue:{nlx`,
+			path: "images.i.layers.0", alone: true,
+		},
+		{
+			name:  "a layer with no source",
+			edits: []edit{{"jobs.cue", "", "images: i: {platforms: [\"linux/amd64\"], base: \"scratch\", layers: [{dest: \"/x\"}]}\n"}},
+			code:  reason.SchemaViolation, msg: "a layer has exactly one source: files, go, skills or nlx; this one has none", at: `jobs.cue:{dest`,
+			path: "images.i.layers.0", alone: true,
+		},
+		{
+			name:  "a layer with a field it does not have",
+			edits: []edit{{"jobs.cue", "", "images: i: {platforms: [\"linux/amd64\"], base: \"scratch\", layers: [{files: \"data\", dest: \"/x\", mode: \"0755\"}]}\n"}},
+			code:  reason.SchemaViolation, msg: "field not allowed", at: `jobs.cue:"0755"`,
+			path: "images.i.layers.0.mode",
 		},
 		{
 			name:  "an nlx layer with a setting it does not have",
@@ -311,7 +325,20 @@ func TestBadConfigs(t *testing.T) {
 		{
 			name:  "two schedules",
 			edits: []edit{{"jobs.cue", `schedule: every: "1h"`, `schedule: {every: "1h", at: "2026-12-01T09:00:00Z"}`}},
-			code:  reason.SchemaViolation, msg: "matchN", at: `jobs.cue:{every`,
+			code:  reason.SchemaViolation, msg: "a schedule is exactly one of cron, every or at; this one has every and at", at: `jobs.cue:{every`,
+			path: "jobs.ana-hourly.schedule", alone: true,
+		},
+		{
+			name:  "no schedule kind",
+			edits: []edit{{"jobs.cue", `schedule: every: "1h"`, `schedule: {}`}},
+			code:  reason.SchemaViolation, msg: "a schedule is exactly one of cron, every or at; this one has none", at: `jobs.cue:{}`,
+			path: "jobs.ana-hourly.schedule", alone: true,
+		},
+		{
+			name:  "a schedule with a field it does not have",
+			edits: []edit{{"jobs.cue", `schedule: every: "1h"`, `schedule: {every: "1h", jitter: "5m"}`}},
+			code:  reason.SchemaViolation, msg: "field not allowed", at: `jobs.cue:"5m"`,
+			path: "jobs.ana-hourly.schedule.jitter",
 		},
 		{
 			name:  "memory that overflows 63 bits",
@@ -552,6 +579,9 @@ func TestBadConfigs(t *testing.T) {
 				}
 				if tt.path != "" && e.Path != tt.path {
 					t.Errorf("path: got %s, want %s", e.Path, tt.path)
+				}
+				if tt.alone && len(errs) != 1 {
+					t.Errorf("got %d errors, want this one alone:\n%v", len(errs), err)
 				}
 				if tt.code == reason.RawSecretValue && strings.Contains(err.Error(), "sk-live") {
 					t.Errorf("the error shows the secret value: %v", err)
