@@ -39,17 +39,21 @@ const (
 	// nothing of it: a removed export item names a directory that expired,
 	// for the caller to remove (after checking it is one).
 	GCExport GCKind = "export"
+	// GCRefresh is a catalog refresh attempt that ended, or a person's
+	// nlx refresh request that was done and whose attempts are all gone.
+	GCRefresh GCKind = "refresh"
 )
 
 // GCKinds lists every kind in report order.
-var GCKinds = []GCKind{GCJournal, GCReceipt, GCClaim, GCExport}
+var GCKinds = []GCKind{GCJournal, GCReceipt, GCClaim, GCExport, GCRefresh}
 
 // GCItem is one thing gc removes, or keeps although it is older than the
 // cutoff.
 type GCItem struct {
 	Kind GCKind `json:"kind"`
 	// ID is the apply id (journal), the launch id (receipt), the claim id
-	// (claim) or the preservation (export).
+	// (claim), the preservation (export) or the attempt's or request's id
+	// (refresh).
 	ID string `json:"id"`
 	// At is when it ended (an apply's last row or resolution, a stop, a
 	// claim's end or resolution, an import), or, for what has not ended,
@@ -111,8 +115,8 @@ func (db *DB) GC(ctx context.Context, lockID string, cutoff time.Time, dryRun bo
 			return err
 		}
 		g := &gc{tx: tx, cutoff: cutoff, rep: &GCReport{Cutoff: cutoff, Removed: []GCItem{}, Kept: []GCItem{},
-			Newer: map[GCKind]int{GCJournal: 0, GCReceipt: 0, GCClaim: 0, GCExport: 0}}}
-		for _, step := range []func(context.Context) error{g.applies, g.receipts, g.claims, g.exports} {
+			Newer: map[GCKind]int{GCJournal: 0, GCReceipt: 0, GCClaim: 0, GCExport: 0, GCRefresh: 0}}}
+		for _, step := range []func(context.Context) error{g.applies, g.receipts, g.claims, g.exports, g.refreshes} {
 			if err := step(ctx); err != nil {
 				return err
 			}
@@ -135,7 +139,7 @@ type gc struct {
 	cutoff time.Time
 	rep    *GCReport
 	// What the removal deletes, by kind.
-	applyIDs, launchIDs, claimIDs []any
+	applyIDs, launchIDs, claimIDs, refreshIDs, requestIDs []any
 }
 
 func (g *gc) expire(it GCItem, id any) {
@@ -147,6 +151,12 @@ func (g *gc) expire(it GCItem, id any) {
 		g.launchIDs = append(g.launchIDs, id)
 	case GCClaim:
 		g.claimIDs = append(g.claimIDs, id)
+	case GCRefresh:
+		if r, ok := id.(refreshRequest); ok {
+			g.requestIDs = append(g.requestIDs, string(r))
+		} else {
+			g.refreshIDs = append(g.refreshIDs, id)
+		}
 	}
 }
 
@@ -498,6 +508,122 @@ func (g *gc) claims(ctx context.Context) error {
 	return nil
 }
 
+// refreshRequest is the id of a refresh request, as expire takes it.
+type refreshRequest string
+
+// refreshes decides each catalog refresh attempt and each nlx refresh
+// request: an attempt that ended before the cutoff expires, unless it is
+// the latest ended attempt of a launch still recorded running (what that
+// worker's catalog was last given); one deferred or dispatched, or unknown
+// and unresolved, stays however old. A request done before the cutoff
+// expires once none of its attempts is left.
+func (g *gc) refreshes(ctx context.Context) error {
+	rows, err := collect(ctx, g.tx, "catalog refreshes", `SELECT id, launch_id, workspace, request_id, phase, reason_code,
+		created_at, ended_at, resolved_outcome, resolved_at FROM catalog_refreshes ORDER BY created_at, id`, nil,
+		func(rows *sql.Rows, r *RefreshRow) error {
+			return rows.Scan(&r.ID, &r.LaunchID, &r.Workspace, &r.RequestID, &r.Phase, &r.ReasonCode, &r.CreatedAt, &r.EndedAt,
+				&r.ResolvedOutcome, &r.ResolvedAt)
+		})
+	if err != nil {
+		return err
+	}
+	running := map[string]bool{}
+	launches, err := collect(ctx, g.tx, "running launches", `SELECT launch_id FROM processes WHERE status != ?`,
+		[]any{string(ProcessStopped)}, func(rows *sql.Rows, id *string) error { return rows.Scan(id) })
+	if err != nil {
+		return err
+	}
+	for _, id := range launches {
+		running[id] = true
+	}
+	// The latest ended attempt of each launch, as the rows are ordered.
+	latest := map[string]string{}
+	for _, r := range rows {
+		if r.Phase.Terminal() && !r.Blocked() {
+			latest[r.LaunchID] = r.ID
+		}
+	}
+	left := map[string]bool{} // requests with an attempt that stays
+	for _, r := range rows {
+		it := GCItem{Kind: GCRefresh, ID: r.ID}
+		if !r.Phase.Terminal() || r.Blocked() {
+			left[r.RequestID] = true
+			it.At = r.CreatedAt
+			if old, ok := g.age(r.CreatedAt); !old && ok {
+				g.rep.Newer[GCRefresh]++
+				continue
+			}
+			if r.Blocked() {
+				it.Code = reason.OutcomeUnknown
+				it.Why = fmt.Sprintf("refresh of launch %s (workspace %s): its outcome is unknown and unresolved, and it blocks that worker's refreshes (nlx resolve refresh %s)",
+					r.LaunchID, r.Workspace, r.ID)
+			} else {
+				it.Why = fmt.Sprintf("refresh of launch %s (workspace %s): %s, not over (serve settles it)", r.LaunchID, r.Workspace, r.Phase)
+			}
+			g.keep(it)
+			continue
+		}
+		it.At = later(r.EndedAt, r.ResolvedAt)
+		if it.At == "" {
+			it.At = r.CreatedAt
+		}
+		old, ok := g.age(it.At)
+		switch {
+		case !ok:
+			it.Why = fmt.Sprintf("refresh of launch %s: its end time %q is unreadable", r.LaunchID, it.At)
+		case !old:
+			g.rep.Newer[GCRefresh]++
+			left[r.RequestID] = true
+			continue
+		case running[r.LaunchID] && latest[r.LaunchID] == r.ID:
+			it.Why = fmt.Sprintf("the latest refresh of launch %s (workspace %s), which is recorded running: what its catalog was last given",
+				r.LaunchID, r.Workspace)
+		default:
+			ended := r.Ended()
+			if r.ResolvedOutcome != "" {
+				ended += ", resolved " + string(r.ResolvedOutcome)
+			}
+			it.Why = fmt.Sprintf("refresh of launch %s (workspace %s): %s", r.LaunchID, r.Workspace, ended)
+			g.expire(it, r.ID)
+			continue
+		}
+		left[r.RequestID] = true
+		g.keep(it)
+	}
+	requests, err := collect(ctx, g.tx, "refresh requests", `SELECT id, workspace, actor, requested_at, done_at FROM refresh_requests
+		ORDER BY requested_at, id`, nil,
+		func(rows *sql.Rows, q *RefreshRequestRow) error {
+			return rows.Scan(&q.ID, &q.Workspace, &q.Actor, &q.RequestedAt, &q.DoneAt)
+		})
+	if err != nil {
+		return err
+	}
+	for _, q := range requests {
+		it := GCItem{Kind: GCRefresh, ID: q.ID, At: q.DoneAt}
+		if q.DoneAt == "" {
+			it.At = q.RequestedAt
+		}
+		old, ok := g.age(it.At)
+		switch {
+		case ok && !old:
+			g.rep.Newer[GCRefresh]++
+			continue
+		case !ok:
+			it.Why = fmt.Sprintf("nlx refresh request of workspace %s: its time %q is unreadable", q.Workspace, it.At)
+		case q.DoneAt == "":
+			it.Why = fmt.Sprintf("nlx refresh request of workspace %s by %s: not done (the serve holding its workers takes it)", q.Workspace, q.Actor)
+		case left[q.ID]:
+			it.Why = fmt.Sprintf("nlx refresh request of workspace %s by %s: an attempt that answers it stays", q.Workspace, q.Actor)
+		default:
+			it.Why = fmt.Sprintf("nlx refresh request of workspace %s by %s: done", q.Workspace, q.Actor)
+			g.expire(it, refreshRequest(q.ID))
+			continue
+		}
+		g.keep(it)
+	}
+	return nil
+}
+
 // exports decides each preservation's export directory: an import older
 // than the cutoff whose imported jobs are all released and whose jobs have
 // no open claim expires; an export never imported stays.
@@ -620,6 +746,14 @@ func (g *gc) removeExpired(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	refreshes, err := ids(g.refreshIDs)
+	if err != nil {
+		return err
+	}
+	requests, err := ids(g.requestIDs)
+	if err != nil {
+		return err
+	}
 	const each = `(SELECT value FROM json_each(?))`
 	steps := []struct {
 		what, sql string
@@ -635,6 +769,9 @@ func (g *gc) removeExpired(ctx context.Context) error {
 			launches, len(g.launchIDs)},
 		{"claims", `DELETE FROM claims WHERE id IN ` + each + ` AND phase NOT IN ` + inList(ClaimClaimed, ClaimDispatched) +
 			` AND (phase != '` + string(ClaimUnknown) + `' OR resolved_at != '')`, claims, len(g.claimIDs)},
+		{"catalog refreshes", `DELETE FROM catalog_refreshes WHERE id IN ` + each + ` AND phase NOT IN ` + inList(RefreshDeferred, RefreshDispatched) +
+			` AND (phase != '` + string(RefreshUnknown) + `' OR resolved_at != '')`, refreshes, len(g.refreshIDs)},
+		{"refresh requests", `DELETE FROM refresh_requests WHERE id IN ` + each + ` AND done_at != ''`, requests, len(g.requestIDs)},
 	}
 	for _, s := range steps {
 		res, err := g.tx.ExecContext(ctx, s.sql, s.arg)

@@ -214,7 +214,49 @@ func newGCFixture(t *testing.T) *gcFixture {
 		}
 	}
 
-	// Recent: an apply, a receipt, a claim.
+	// Catalog refreshes: of a stopped launch (ended, and one unknown and
+	// unresolved after it), of a running one (an older attempt and its
+	// latest), of a launch with no process row (unknown, then resolved),
+	// one still deferred; requests done (one whose attempt stays) and one
+	// never taken.
+	at(0)
+	refresh := func(id, launch, request string, phase state.RefreshPhase) {
+		t.Helper()
+		trigger := state.RefreshOnApply
+		if request != "" {
+			trigger = state.RefreshManual
+		}
+		first := state.RefreshDispatched
+		if phase == state.RefreshDeferred {
+			first = state.RefreshDeferred
+		}
+		_, err := f.db.BeginRefresh(ctx, state.RefreshRow{ID: id, LaunchID: launch, Workspace: "w", Conversation: "default",
+			ProviderKind: "codex-app-server", Trigger: trigger, RequestID: request, Serial: 1, Phase: first})
+		must(err)
+		if phase != first {
+			if moved, err := f.db.MoveRefresh(ctx, id, first, phase, state.RefreshUpdate{}); err != nil || !moved {
+				t.Fatalf("refresh %s to %s: %v %v", id, phase, moved, err)
+			}
+		}
+	}
+	must(f.db.RequestRefresh(ctx, "rq-done", "w", "alice"))
+	must(f.db.RequestRefresh(ctx, "rq-held", "w", "alice"))
+	must(f.db.RequestRefresh(ctx, "rq-open", "w", "alice"))
+	refresh("rf-stopped", "p-old", "rq-done", state.RefreshDone)
+	refresh("rf-unknown", "p-old", "rq-held", state.RefreshUnknown)
+	refresh("rf-running-old", "turn-ts1", "", state.RefreshDone)
+	refresh("rf-nowhere", "p-nowhere", "", state.RefreshUnknown)
+	refresh("rf-deferred", "turn-ts2", "", state.RefreshDeferred)
+	for _, q := range []string{"rq-done", "rq-held"} {
+		if taken, err := f.db.TakeRefreshRequest(ctx, q, 1, true); err != nil || !taken {
+			t.Fatalf("take %s: %v %v", q, taken, err)
+		}
+	}
+	at(time.Hour)
+	refresh("rf-running", "turn-ts1", "", state.RefreshConflict)
+	must(f.db.ResolveRefresh(ctx, "rf-nowhere", state.RefreshOutcomeNotApplied, "alice", "not written"))
+
+	// Recent: an apply, a receipt, a claim, a refresh.
 	now = gcRecent
 	id, _ = begin("recent")
 	commit(id, change("job.f"), nil)
@@ -223,6 +265,7 @@ func newGCFixture(t *testing.T) *gcFixture {
 	mustClaim(claim("c3", "daily", "2026-05-31T00:00:00Z", "daily"))
 	must(f.db.BeginTurn(ctx, turnOf("td3", "c3")))
 	must(f.db.EndTurn(ctx, "td3", state.TurnEnd{Status: state.TurnCompleted}))
+	refresh("rf-recent", "p-recent", "", state.RefreshDone)
 
 	now = gcNow
 	return f
@@ -266,7 +309,8 @@ func TestGC(t *testing.T) {
 					"journal/" + f.apply["settled"]: "", "journal/" + f.apply["effect"]: "", "journal/" + f.apply["resolved"]: "",
 					"receipt/p-old": "",
 					"claim/c1":      "", "claim/c2": "", "claim/r1": "",
-					"export/gone": "",
+					"export/gone":        "",
+					"refresh/rf-stopped": "", "refresh/rf-running-old": "", "refresh/rf-nowhere": "", "refresh/rq-done": "",
 				}
 			},
 			kept: func(f *gcFixture) map[string]reason.Code {
@@ -278,11 +322,13 @@ func TestGC(t *testing.T) {
 					"claim/w1":                       "", "claim/o1": "", "claim/o2": "", "claim/r2": "",
 					"claim/s1": "", "claim/s2": reason.OutcomeUnknown,
 					"export/review": reason.JobHeld, "export/unk": reason.OutcomeUnknown, "export/twin": "", "export/later": "",
+					"refresh/rf-unknown": reason.OutcomeUnknown, "refresh/rf-running": "", "refresh/rf-deferred": "",
+					"refresh/rq-held": "", "refresh/rq-open": "",
 				}
 			},
-			newer: map[state.GCKind]int{state.GCJournal: 1, state.GCReceipt: 1, state.GCClaim: 1, state.GCExport: 1},
+			newer: map[state.GCKind]int{state.GCJournal: 1, state.GCReceipt: 1, state.GCClaim: 1, state.GCExport: 1, state.GCRefresh: 1},
 			left: map[string]int64{"applies": 3, "resolutions": 0, "approvals": 1, "processes": 3, "claims": 7,
-				"turns": 5, "imports": 5, "job_cursors": 0},
+				"turns": 5, "imports": 5, "job_cursors": 0, "catalog_refreshes": 4, "refresh_requests": 2},
 		},
 		{
 			// Everything is old: what is live or unknown stays all the same.
@@ -294,6 +340,8 @@ func TestGC(t *testing.T) {
 					"receipt/p-old": "", "receipt/p-recent": "",
 					"claim/c1": "", "claim/c2": "", "claim/r1": "",
 					"export/gone": "", "export/new": "", "export/twin": "",
+					"refresh/rf-stopped": "", "refresh/rf-running-old": "", "refresh/rf-nowhere": "", "refresh/rq-done": "",
+					"refresh/rf-recent": "",
 				}
 			},
 			kept: func(f *gcFixture) map[string]reason.Code {
@@ -306,18 +354,21 @@ func TestGC(t *testing.T) {
 					"claim/c3":                       "", "claim/w1": "", "claim/o1": "", "claim/o2": "", "claim/r2": "",
 					"claim/s1": "", "claim/s2": reason.OutcomeUnknown,
 					"export/review": reason.JobHeld, "export/unk": reason.OutcomeUnknown, "export/later": "",
+					"refresh/rf-unknown": reason.OutcomeUnknown, "refresh/rf-running": "", "refresh/rf-deferred": "",
+					"refresh/rq-held": "", "refresh/rq-open": "",
 				}
 			},
-			newer: map[state.GCKind]int{state.GCJournal: 0, state.GCReceipt: 0, state.GCClaim: 0, state.GCExport: 0},
+			newer: map[state.GCKind]int{state.GCJournal: 0, state.GCReceipt: 0, state.GCClaim: 0, state.GCExport: 0, state.GCRefresh: 0},
 			left: map[string]int64{"applies": 3, "resolutions": 0, "approvals": 1, "processes": 2, "claims": 7,
-				"turns": 5, "imports": 5},
+				"turns": 5, "imports": 5, "catalog_refreshes": 3, "refresh_requests": 2},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newGCFixture(t)
 			count := func(table string) int64 { return queryInt(t, f.raw, `SELECT count(*) FROM `+table) }
-			tables := []string{"applies", "journal", "resolutions", "approvals", "processes", "claims", "turns", "imports", "job_cursors"}
+			tables := []string{"applies", "journal", "resolutions", "approvals", "processes", "claims", "turns", "imports", "job_cursors",
+				"catalog_refreshes", "refresh_requests"}
 			before := map[string]int64{}
 			for _, tb := range tables {
 				before[tb] = count(tb)
@@ -331,6 +382,14 @@ func TestGC(t *testing.T) {
 				t.Fatal(err)
 			}
 			latest, err := f.db.LatestEnded(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			openRefreshes, err := f.db.OpenRefreshes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blockedRefreshes, err := f.db.UnresolvedRefreshes(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -379,7 +438,8 @@ func TestGC(t *testing.T) {
 				}
 			}
 			// Nothing a plan or serve reads changed: the open outcomes,
-			// the unknown claims, each job's last outcome.
+			// the unknown claims, each job's last outcome, the refreshes
+			// not over and those that block their workers.
 			if got, _ := f.db.Unknowns(ctx); !reflect.DeepEqual(got, unknowns) {
 				t.Errorf("unknown outcomes after gc: %v, before %v", got, unknowns)
 			}
@@ -388,6 +448,12 @@ func TestGC(t *testing.T) {
 			}
 			if got, _ := f.db.LatestEnded(ctx); !reflect.DeepEqual(got, latest) {
 				t.Errorf("latest ended claims after gc: %v, before %v", got, latest)
+			}
+			if got, _ := f.db.OpenRefreshes(ctx); !reflect.DeepEqual(got, openRefreshes) || len(got) != 1 {
+				t.Errorf("open refreshes after gc: %v, before %v", got, openRefreshes)
+			}
+			if got, _ := f.db.UnresolvedRefreshes(ctx); !reflect.DeepEqual(got, blockedRefreshes) || len(got) != 1 {
+				t.Errorf("unresolved refreshes after gc: %v, before %v", got, blockedRefreshes)
 			}
 			// Every journal row left belongs to an apply left, and a
 			// dispatched row is never left without the row that settled it.

@@ -130,8 +130,8 @@ func gcText(w io.Writer, doc gcDoc) error {
 		verb = "Would remove"
 	}
 	n := doc.Newer
-	fmt.Fprintf(w, "%s %d item(s); kept %d older than the cutoff. Newer than the cutoff, kept: %d apply(ies), %d launch(es), %d claim(s), %d import(s).\n",
-		verb, len(doc.Removed), len(doc.Kept), n[state.GCJournal], n[state.GCReceipt], n[state.GCClaim], n[state.GCExport])
+	fmt.Fprintf(w, "%s %d item(s); kept %d older than the cutoff. Newer than the cutoff, kept: %d apply(ies), %d launch(es), %d claim(s), %d import(s), %d refresh(es).\n",
+		verb, len(doc.Removed), len(doc.Kept), n[state.GCJournal], n[state.GCReceipt], n[state.GCClaim], n[state.GCExport], n[state.GCRefresh])
 	if doc.DryRun {
 		fmt.Fprintln(w, "Dry run: nothing was removed.")
 	}
