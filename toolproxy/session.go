@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/fault"
 	"github.com/nlx-dev/nlx/internal/reason"
 )
 
@@ -38,6 +40,10 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // requests not answered yet
+
+	// told is set when the provider was told the tools changed, until it
+	// lists them again.
+	told atomic.Bool
 
 	mu          sync.Mutex
 	initialized bool
@@ -129,6 +135,9 @@ func (s *session) ready() bool {
 
 // notify sends the provider a notification.
 func (s *session) notify(method string) error {
+	if method == methodToolsListChanged {
+		s.told.Store(true)
+	}
 	return s.w.writeMessage(notification{JSONRPC: jsonrpcVersion, Method: method})
 }
 
@@ -204,6 +213,11 @@ func (s *session) initialize(m *message) {
 
 // list answers tools/list with the projection of now.
 func (s *session) list(ctx context.Context, m *message) {
+	if s.told.Swap(false) {
+		// A test holds the answer to the list a change asked for here: a
+		// provider that does not list again in time.
+		fault.Point("toolproxy.relist")
+	}
 	pr, err := s.p.Projection(ctx)
 	if err != nil {
 		_ = s.w.writeError(m.ID, errInternal, "nlx could not read the workspace's tools: "+err.Error(), nil)
