@@ -190,6 +190,16 @@ func later(a, b string) string {
 	return a
 }
 
+// endOf is when something that ended did: its end, or its resolution
+// when that is later (only an unknown outcome is resolved); when neither
+// is written, when it began.
+func endOf(ended, resolved, began string) string {
+	if at := later(ended, resolved); at != "" {
+		return at
+	}
+	return began
+}
+
 // maxStamp is the SQL of the latest of a column of state times. The state
 // writes them in UTC as RFC 3339 with the fraction of a second only when
 // there is one, whose text does not sort as its time does within one
@@ -473,13 +483,7 @@ func (g *gc) claims(ctx context.Context) error {
 			g.keep(it)
 			continue
 		}
-		it.At = c.EndedAt
-		if c.Phase == ClaimUnknown {
-			it.At = later(c.EndedAt, c.ResolvedAt)
-		}
-		if it.At == "" {
-			it.At = c.ClaimedAt
-		}
+		it.At = endOf(c.EndedAt, c.ResolvedAt, c.ClaimedAt)
 		old, ok := g.age(it.At)
 		switch {
 		case !ok:
@@ -563,10 +567,7 @@ func (g *gc) refreshes(ctx context.Context) error {
 			g.keep(it)
 			continue
 		}
-		it.At = later(r.EndedAt, r.ResolvedAt)
-		if it.At == "" {
-			it.At = r.CreatedAt
-		}
+		it.At = endOf(r.EndedAt, r.ResolvedAt, r.CreatedAt)
 		old, ok := g.age(it.At)
 		switch {
 		case !ok:
