@@ -187,7 +187,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := p.transport.RoundTrip(out)
 	if err != nil {
-		rec.BytesUp, rec.Reason = up.n.Load(), "upstream: "+err.Error()
+		rec.BytesUp, rec.Reason = up.n.Load(), upstreamFailed+err.Error()
 		http.Error(w, "nlx egress: "+rec.Reason, http.StatusBadGateway)
 		p.record(rec)
 		return
@@ -225,7 +225,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					// failure.
 					rec.Reason = ClientClosed
 				default:
-					rec.Reason = "upstream: " + err.Error()
+					rec.Reason = upstreamFailed + err.Error()
 				}
 				break
 			}
@@ -236,7 +236,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.BytesDown = down.n
 	rec.BytesUp = up.n.Load()
 	p.record(rec)
+	if strings.HasPrefix(rec.Reason, upstreamFailed) {
+		// The upstream broke off a stream whose end only the stream says:
+		// ending the response here would pass the client a shortened
+		// body as whole. Abort the client's connection instead, as the
+		// upstream's was. (A body with a length is cut short visibly.)
+		panic(http.ErrAbortHandler)
+	}
 }
+
+// upstreamFailed begins the reason of a request the upstream failed.
+const upstreamFailed = "upstream: "
 
 // streaming reports whether resp is passed on piece by piece, flushed as
 // it comes: an event stream, or a body without a length.
@@ -275,7 +285,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, rec Record) {
 	rec.Decision, rec.Addr = Allowed, addr
 	up, err := (&net.Dialer{Timeout: 15 * time.Second}).DialContext(r.Context(), "tcp", addr)
 	if err != nil {
-		rec.Reason = "upstream: " + err.Error()
+		rec.Reason = upstreamFailed + err.Error()
 		http.Error(w, "nlx egress: "+rec.Reason, http.StatusBadGateway)
 		p.record(rec)
 		return

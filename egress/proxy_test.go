@@ -212,3 +212,42 @@ func TestProxyClientEndsStream(t *testing.T) {
 		t.Errorf("records %+v, want one allowed, closed by the client, with bytes down", recs)
 	}
 }
+
+// TestProxyUpstreamBreaksStream: an upstream that breaks off an event
+// stream (its connection closed mid-body) breaks off the client's too: the
+// client reads an error, never a clean end that would pass the shortened
+// stream as whole, and the request is recorded with the upstream's error.
+func TestProxyUpstreamBreaksStream(t *testing.T) {
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"response.created\"}\n\n")
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // no terminating chunk: the stream is cut
+		}
+	}))
+	defer model.Close()
+	target := strings.TrimPrefix(model.URL, "http://")
+	addr, records := proxyFor(t, []string{target}, nil)
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(mustURL("http://" + addr))}}
+	resp, err := client.Post(model.URL+"/v1/responses", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("the client read a whole stream of %q: want the proxy to break it off as the upstream did", body)
+	}
+	if !strings.Contains(string(body), "response.created") {
+		t.Errorf("the client got %q before the break, want the first event", body)
+	}
+	var recs []Record
+	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		recs = records()
+	}
+	if len(recs) != 1 || recs[0].Decision != Allowed || !strings.HasPrefix(recs[0].Reason, "upstream: ") || recs[0].BytesDown == 0 {
+		t.Errorf("records %+v, want one allowed, failed by the upstream, with bytes down", recs)
+	}
+}
