@@ -191,23 +191,13 @@ func TestProxyClientEndsStream(t *testing.T) {
 	}))
 	defer model.Close()
 	defer close(release) // before the server's Close, which waits for the handler
-	target := strings.TrimPrefix(model.URL, "http://")
-	addr, records := proxyFor(t, []string{target}, nil)
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(mustURL("http://" + addr))}}
-	resp, err := client.Post(model.URL+"/v1/responses", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, records := postThrough(t, model.URL)
 	line, err := bufio.NewReader(resp.Body).ReadString('\n')
 	if err != nil || !strings.Contains(line, "response.completed") {
 		t.Fatalf("the first event: %q %v", line, err)
 	}
 	resp.Body.Close()
-	client.CloseIdleConnections()
-	var recs []Record
-	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		recs = records()
-	}
+	recs := records()
 	if len(recs) != 1 || recs[0].Decision != Allowed || recs[0].Reason != ClientClosed || recs[0].BytesDown == 0 {
 		t.Errorf("records %+v, want one allowed, closed by the client, with bytes down", recs)
 	}
@@ -228,13 +218,7 @@ func TestProxyUpstreamBreaksStream(t *testing.T) {
 		}
 	}))
 	defer model.Close()
-	target := strings.TrimPrefix(model.URL, "http://")
-	addr, records := proxyFor(t, []string{target}, nil)
-	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(mustURL("http://" + addr))}}
-	resp, err := client.Post(model.URL+"/v1/responses", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, records := postThrough(t, model.URL)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err == nil {
@@ -243,11 +227,29 @@ func TestProxyUpstreamBreaksStream(t *testing.T) {
 	if !strings.Contains(string(body), "response.created") {
 		t.Errorf("the client got %q before the break, want the first event", body)
 	}
-	var recs []Record
-	for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		recs = records()
-	}
+	recs := records()
 	if len(recs) != 1 || recs[0].Decision != Allowed || !strings.HasPrefix(recs[0].Reason, "upstream: ") || recs[0].BytesDown == 0 {
 		t.Errorf("records %+v, want one allowed, failed by the upstream, with bytes down", recs)
+	}
+}
+
+// postThrough posts to the model at modelURL through a proxy that allows
+// it, and returns the response and the proxy's records, waited for (up to
+// 10s) until there is one: a record is written once its request ends.
+func postThrough(t *testing.T, modelURL string) (*http.Response, func() []Record) {
+	t.Helper()
+	addr, records := proxyFor(t, []string{strings.TrimPrefix(modelURL, "http://")}, nil)
+	tr := &http.Transport{Proxy: http.ProxyURL(mustURL("http://" + addr))}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Post(modelURL+"/v1/responses", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, func() []Record {
+		var recs []Record
+		for deadline := time.Now().Add(10 * time.Second); len(recs) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			recs = records()
+		}
+		return recs
 	}
 }
