@@ -134,11 +134,12 @@ func proxyMain(args []string) error {
 		io.Copy(io.Discard, os.Stdin)
 		ln.Close()
 	}()
-	return p.Serve(ln)
+	return p.Serve(newHandoverListener(ln))
 }
 
-// bridgeMain listens on BridgeAddr, forwards each connection to the
-// proxy's socket, and runs the command until it exits.
+// bridgeMain listens on BridgeAddr, hands each connection over to the
+// proxy (or, when it cannot, copies it to the proxy's socket), and runs
+// the command until it exits.
 func bridgeMain(args []string) error {
 	if len(args) < 4 || args[2] != "--" {
 		return errors.New("usage: " + BridgeMode + " LISTEN SOCKET -- CMD [ARGS...]")
@@ -154,17 +155,7 @@ func bridgeMain(args []string) error {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				// The proxy gone, there is no network at all: the
-				// connection just closes.
-				up, err := net.DialTimeout("unix", socket, 5*time.Second)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				splice(c, c, up)
-			}()
+			go bridgeConn(c, socket)
 		}
 	}()
 	cmd := exec.Command(args[3], args[4:]...)
@@ -189,6 +180,23 @@ func bridgeMain(args []string) error {
 		os.Exit(ee.ExitCode())
 	}
 	return err
+}
+
+// bridgeConn hands c over to the proxy at socket, or, when it cannot,
+// copies it there both ways until either side ends.
+func bridgeConn(c net.Conn, socket string) {
+	defer c.Close()
+	// The proxy gone, there is no network at all: the connection just
+	// closes.
+	up, err := net.DialTimeout("unix", socket, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	if handOver(c, up) == nil {
+		return // the proxy serves c's socket itself
+	}
+	splice(c, c, up)
 }
 
 // probeMain asks the bridge for ProbeHost and wants the proxy's refusal.
