@@ -17,7 +17,7 @@ import "embed"
 //go:embed egress/*.go
 //go:embed host/*.go
 //go:embed images/*.go
-//go:embed internal/atomicfile/*.go internal/bytesize/*.go internal/fault/*.go internal/jsonrpc/*.go internal/procid/*.go internal/reason/*.go
+//go:embed internal/atomicfile/*.go internal/bytesize/*.go internal/fault/*.go internal/fdpass/*.go internal/jsonrpc/*.go internal/procid/*.go internal/reason/*.go
 //go:embed isolate/*.go isolate/seccomp/*.go
 //go:embed launch/*.go
 //go:embed plan/*.go

@@ -49,10 +49,7 @@ func egressBench(ctx context.Context, work, nlx string) error {
 	addr := ln.Addr().String()
 	dir := filepath.Join(work, "egress")
 	cfg := filepath.Join(dir, "cfg")
-	if err := os.MkdirAll(cfg, 0o755); err != nil {
-		return err
-	}
-	if err := searchable(dir); err != nil {
+	if err := workDir(dir, "cfg"); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(cfg, "host.cue"), []byte(strings.ReplaceAll(egressConfig, "ADDR", addr)), 0o644); err != nil {

@@ -383,6 +383,20 @@ func installCUE(ctx context.Context) (string, error) {
 // searchable makes dir and every directory above it searchable by others
 // (o+x): the sandbox's provider user reaches the state's roots, the
 // workspaces and credential homes, through them.
+// workDir makes dir and its subdirectories subs, and lets every user
+// reach dir (searchable): a sandbox's user runs below it.
+func workDir(dir string, subs ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	return searchable(dir)
+}
+
 func searchable(dir string) error {
 	for d := dir; d != "/"; d = filepath.Dir(d) {
 		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {

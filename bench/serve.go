@@ -39,10 +39,7 @@ func serveBench(ctx context.Context, work, nlx string) error {
 		return nil
 	}
 	dir := filepath.Join(work, "serve")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := searchable(dir); err != nil {
+	if err := workDir(dir); err != nil {
 		return err
 	}
 	model, err := fakemodel.Start()

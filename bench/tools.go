@@ -361,10 +361,7 @@ func refreshBench(ctx context.Context, dir, nlx, toolfix string) error {
 	}
 	d := filepath.Join(dir, "refresh")
 	cfg := filepath.Join(d, "cfg")
-	if err := os.MkdirAll(cfg, 0o755); err != nil {
-		return err
-	}
-	if err := searchable(d); err != nil {
+	if err := workDir(d, "cfg"); err != nil {
 		return err
 	}
 	model, err := fakemodel.Start()

@@ -43,12 +43,7 @@ func turnBench(ctx context.Context, work, nlx string) error {
 	defer model.Close()
 	dir := filepath.Join(work, "turns")
 	cfg := filepath.Join(dir, "cfg")
-	for _, d := range []string{cfg, filepath.Join(dir, "direct")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	if err := searchable(dir); err != nil {
+	if err := workDir(dir, "cfg", "direct"); err != nil {
 		return err
 	}
 	codexArgs, _ := json.Marshal(append([]string{"codex", "app-server"}, codex.FakeModelArgs(model.URL())...))

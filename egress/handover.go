@@ -5,8 +5,9 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/nlx-dev/nlx/internal/fdpass"
 )
 
 // The bridge hands each connection it accepts to the proxy: the accepted
@@ -37,8 +38,7 @@ func handOver(c net.Conn, up net.Conn) error {
 		return err
 	}
 	defer f.Close()
-	_, _, err = uc.WriteMsgUnix([]byte{handoverByte}, syscall.UnixRights(int(f.Fd())), nil)
-	return err
+	return fdpass.Send(uc, handoverByte, int(f.Fd()))
 }
 
 // handoverListener accepts on a Unix socket and yields, for each
@@ -115,36 +115,23 @@ func receive(c net.Conn) net.Conn {
 	if !ok {
 		return c
 	}
-	buf := make([]byte, 1)
-	oob := make([]byte, syscall.CmsgSpace(4*4)) // room for a few: any extra is closed
 	uc.SetReadDeadline(time.Now().Add(firstReadWait))
-	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	first, fds, err := fdpass.Receive(uc)
 	uc.SetReadDeadline(time.Time{})
-	if err != nil || n == 0 {
+	if err != nil || len(first) == 0 {
+		fdpass.Close(fds)
 		c.Close()
 		return nil
 	}
-	var fds []int
-	if oobn > 0 {
-		if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
-			for i := range msgs {
-				if rights, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
-					fds = append(fds, rights...)
-				}
-			}
-		}
-	}
 	if len(fds) == 0 {
-		return &prefixed{Conn: c, first: buf[:n]}
+		return &prefixed{Conn: c, first: first}
 	}
-	for _, fd := range fds[1:] {
-		syscall.Close(fd)
-	}
+	fdpass.Close(fds[1:])
 	c.Close()
 	f := os.NewFile(uintptr(fds[0]), "handed-over")
 	defer f.Close()
 	nc, err := net.FileConn(f)
-	if err != nil || buf[0] != handoverByte {
+	if err != nil || first[0] != handoverByte {
 		if nc != nil {
 			nc.Close()
 		}

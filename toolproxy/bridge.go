@@ -6,8 +6,9 @@ import (
 	"io"
 	"net"
 	"os"
-	"syscall"
 	"time"
+
+	"github.com/nlx-dev/nlx/internal/fdpass"
 )
 
 // BridgeMode is the helper mode nlx runs in inside the sandbox as the
@@ -50,8 +51,7 @@ func Handoff(in, out *os.File, socket string) error {
 	}
 	uc := c.(*net.UnixConn)
 	defer uc.Close()
-	rights := syscall.UnixRights(int(in.Fd()), int(out.Fd()))
-	if _, _, err := uc.WriteMsgUnix([]byte{handoffByte}, rights, nil); err != nil {
+	if err := fdpass.Send(uc, handoffByte, int(in.Fd()), int(out.Fd())); err != nil {
 		return fmt.Errorf("the tool proxy: hand over the provider's stdio: %w", err)
 	}
 	_, err = io.Copy(io.Discard, uc)

@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nlx-dev/nlx/internal/fdpass"
 	"github.com/nlx-dev/nlx/internal/reason"
 )
 
@@ -288,36 +289,26 @@ func Handover(c net.Conn) (io.Reader, io.Writer, io.Closer, error) {
 	if !ok {
 		return c, c, c, nil
 	}
-	buf := make([]byte, 1)
-	oob := make([]byte, syscall.CmsgSpace(4*4))
-	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	first, fds, err := fdpass.Receive(uc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var fds []int
-	if msgs, err := syscall.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for i := range msgs {
-			if rights, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
-				fds = append(fds, rights...)
-			}
-		}
-	}
-	if n == 1 && buf[0] == handoffByte && len(fds) == 2 && streamFD(fds[0]) && streamFD(fds[1]) {
+	if len(first) == 1 && first[0] == handoffByte && len(fds) == 2 && streamFD(fds[0]) && streamFD(fds[1]) {
 		for _, fd := range fds {
 			// Pollable: a read or write waits in the runtime's poller.
 			if err := syscall.SetNonblock(fd, true); err != nil {
-				closeFDs(fds)
+				fdpass.Close(fds)
 				return nil, nil, nil, err
 			}
 		}
 		in, out := os.NewFile(uintptr(fds[0]), "provider-stdin"), os.NewFile(uintptr(fds[1]), "provider-stdout")
 		return in, out, closers{in, out, c}, nil
 	}
-	closeFDs(fds)
-	if len(fds) > 0 || n == 0 {
+	fdpass.Close(fds)
+	if len(fds) > 0 || len(first) == 0 {
 		return nil, nil, nil, fmt.Errorf("it handed over %d descriptor(s) that are not the provider's stdio", len(fds))
 	}
-	return io.MultiReader(bytes.NewReader(buf[:n]), c), c, c, nil
+	return io.MultiReader(bytes.NewReader(first), c), c, c, nil
 }
 
 // streamFD reports whether fd is a pipe or a socket: what a provider's
@@ -329,12 +320,6 @@ func streamFD(fd int) bool {
 	}
 	t := st.Mode & syscall.S_IFMT
 	return t == syscall.S_IFIFO || t == syscall.S_IFSOCK
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		syscall.Close(fd)
-	}
 }
 
 // closers closes each, in order.

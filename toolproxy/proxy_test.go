@@ -14,12 +14,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/nlx-dev/nlx/internal/fdpass"
 	"github.com/nlx-dev/nlx/internal/reason"
 )
 
@@ -601,7 +601,7 @@ func TestHandoverRefusesOtherDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, _, err := c.(*net.UnixConn).WriteMsgUnix([]byte{handoffByte}, syscall.UnixRights(int(f.Fd()), int(f.Fd())), nil); err != nil {
+	if err := fdpass.Send(c.(*net.UnixConn), handoffByte, int(f.Fd()), int(f.Fd())); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))

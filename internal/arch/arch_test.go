@@ -57,7 +57,7 @@ func own(paths []string) []string {
 
 // leaves are the internal packages anything may import: they import no
 // nlx package themselves (checked below).
-var leaves = []string{"internal/reason", "internal/bytesize", "internal/atomicfile", "internal/jsonrpc", "internal/fault"}
+var leaves = []string{"internal/reason", "internal/bytesize", "internal/atomicfile", "internal/jsonrpc", "internal/fault", "internal/fdpass"}
 
 // TestImportRules enforces the arrows of docs/architecture.md.
 func TestImportRules(t *testing.T) {
